@@ -1,0 +1,108 @@
+/*
+ * frost_common.cuh — device helpers every frost kernel may use.
+ *
+ * Kernels are compiled by NVRTC at run time, where no CUDA toolkit header can be assumed
+ * to exist on the user's machine; so this file includes nothing and defines what kernels
+ * need: fixed-width integer types, 16-bit float storage types with conversions written in
+ * inline PTX (cvt.*), and warp reductions.
+ *
+ * Storage dtypes: frost_f16 and frost_bf16 are 16-bit payloads; arithmetic is always done
+ * in float after frost_to_float().  The DTYPE define of a kernel key picks `frost_io`:
+ *     -D DTYPE_F32, -D DTYPE_F16 or -D DTYPE_BF16.
+ */
+#ifndef FROST_COMMON_CUH
+#define FROST_COMMON_CUH
+
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long long int64_t;
+
+#define FROST_DEVICE static __device__ __forceinline__
+
+typedef struct frost_f16 {
+    uint16_t bits;
+} frost_f16;
+typedef struct frost_bf16 {
+    uint16_t bits;
+} frost_bf16;
+
+FROST_DEVICE float frost_f16_to_float(frost_f16 h)
+{
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
+    return f;
+}
+FROST_DEVICE frost_f16 frost_float_to_f16(float f)
+{
+    frost_f16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+    return h;
+}
+FROST_DEVICE float frost_bf16_to_float(frost_bf16 h)
+{
+    return __uint_as_float(((uint32_t)h.bits) << 16);
+}
+FROST_DEVICE frost_bf16 frost_float_to_bf16(float f)
+{
+    frost_bf16 h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+    return h;
+}
+/* Two floats to a packed pair (lo in the low half), as the tensor cores want them. */
+FROST_DEVICE uint32_t frost_pack_f16x2(float lo, float hi)
+{
+    uint32_t r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+FROST_DEVICE uint32_t frost_pack_bf16x2(float lo, float hi)
+{
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+FROST_DEVICE float frost_to_float(float x) { return x; }
+FROST_DEVICE float frost_to_float(frost_f16 x) { return frost_f16_to_float(x); }
+FROST_DEVICE float frost_to_float(frost_bf16 x) { return frost_bf16_to_float(x); }
+
+#if defined(DTYPE_F32)
+typedef float frost_io;
+FROST_DEVICE frost_io frost_from_float(float f) { return f; }
+#elif defined(DTYPE_F16)
+typedef frost_f16 frost_io;
+FROST_DEVICE frost_io frost_from_float(float f) { return frost_float_to_f16(f); }
+#define FROST_PACK2 frost_pack_f16x2
+#elif defined(DTYPE_BF16)
+typedef frost_bf16 frost_io;
+FROST_DEVICE frost_io frost_from_float(float f) { return frost_float_to_bf16(f); }
+#define FROST_PACK2 frost_pack_bf16x2
+#endif
+
+/* ---- warp reductions (all 32 lanes take part) ---- */
+FROST_DEVICE float frost_warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+FROST_DEVICE float frost_warp_max(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+#define FROST_INF __int_as_float(0x7f800000)
+#define FROST_NEG_INF __int_as_float(0xff800000)
+#define FROST_LOG2E 1.4426950408889634f
+#define FROST_LN2 0.6931471805599453f
+
+#endif /* FROST_COMMON_CUH */

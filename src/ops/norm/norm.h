@@ -1,0 +1,75 @@
+/*
+ * norm.h — LayerNorm and RMSNorm: the validated problem that every engine reads.
+ *
+ * X has rank r; its last `inner_rank` dims (C...) are normalized, the first `outer_rank`
+ * dims (R...) index independent rows.  rows = prod(R...), cols = prod(C...).
+ * Per slot the problem keeps the dtype and the strides split into outer and inner parts:
+ *   - X, Y, D_Y, D_X: outer_stride[outer_rank] and inner_stride[inner_rank].
+ *   - MEAN, INV_STD: outer_stride only (f32; one value per row).
+ *   - SCALE, BIAS, D_SCALE, D_BIAS: inner_stride only.
+ * row_stride is the single stride between consecutive rows when the outer dims collapse
+ * to one (else -1); inner_contiguous says the inner dims collapse to one run of stride 1.
+ * Kernels that need a simple layout check those two fields and refuse otherwise.
+ */
+#ifndef FROST_OPS_NORM_H
+#define FROST_OPS_NORM_H
+
+#include "core/internal.h"
+
+typedef enum frost__norm_kind {
+    FROST__NORM_LAYER = 0,
+    FROST__NORM_RMS = 1,
+} frost__norm_kind;
+
+typedef enum frost__norm_slot {
+    FROST__NORM_X = 0,
+    FROST__NORM_SCALE,
+    FROST__NORM_BIAS,
+    FROST__NORM_Y,
+    FROST__NORM_MEAN,
+    FROST__NORM_INV_STD,
+    FROST__NORM_D_Y,
+    FROST__NORM_D_X,
+    FROST__NORM_D_SCALE,
+    FROST__NORM_D_BIAS,
+    FROST__NORM_NUM_SLOTS
+} frost__norm_slot;
+
+FROST__STATIC_ASSERT(FROST__NORM_NUM_SLOTS <= FROST__MAX_SLOTS, "norm slots exceed FROST__MAX_SLOTS");
+
+typedef struct frost__norm_layout {
+    int present;
+    frost_dtype dtype;
+    int64_t outer_stride[FROST_MAX_RANK];
+    int64_t inner_stride[FROST_MAX_RANK];
+    int64_t row_stride;   /* -1 when the outer dims do not collapse */
+    int inner_contiguous; /* inner dims collapse to a run of stride 1 */
+} frost__norm_layout;
+
+typedef struct frost__norm_problem {
+    frost__norm_kind kind;
+    int backward;
+    int outer_rank, inner_rank;
+    int64_t outer_dims[FROST_MAX_RANK];
+    int64_t inner_dims[FROST_MAX_RANK];
+    int64_t rows, cols;
+    double epsilon;
+    frost_norm_phase phase;
+    int zero_centered_scale;
+    int deterministic;
+    frost__norm_layout slot[FROST__NORM_NUM_SLOTS];
+} frost__norm_problem;
+
+extern const frost__op_class frost__layernorm_fwd_class;
+extern const frost__op_class frost__layernorm_bwd_class;
+extern const frost__op_class frost__rmsnorm_fwd_class;
+extern const frost__op_class frost__rmsnorm_bwd_class;
+
+/* Engine implementations: one impl per direction serves both kinds (kind is in the
+ * problem).  Defined in norm_ref.c and norm_cuda.c. */
+extern const frost__op_impl frost__norm_fwd_ref;
+extern const frost__op_impl frost__norm_bwd_ref;
+extern const frost__op_impl frost__norm_fwd_cuda;
+extern const frost__op_impl frost__norm_bwd_cuda;
+
+#endif /* FROST_OPS_NORM_H */
