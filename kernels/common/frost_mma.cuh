@@ -1,0 +1,78 @@
+/*
+ * frost_mma.cuh — warp-level tensor-core and async-copy wrappers for sm_80+ (also used on
+ * Hopper by the generic kernels): mma.sync m16n8k16 with f16 or bf16 operands and f32
+ * accumulators, ldmatrix (plain and transposed), cp.async 16-byte copies with zero-fill.
+ *
+ * Fragment layout of mma.m16n8k16 (per lane, g = lane / 4, t = lane % 4):
+ *   A (16x16, row-major): a[0] = (g, 2t..2t+1)   a[1] = (g+8, 2t..2t+1)
+ *                         a[2] = (g, 2t+8..+9)   a[3] = (g+8, 2t+8..+9)
+ *   B (16x8, "col"):      b[0] = (k=2t..2t+1, n=g)   b[1] = (k=2t+8..+9, n=g)
+ *   C (16x8, f32):        c[0..1] = (g, 2t..2t+1)    c[2..3] = (g+8, 2t..2t+1)
+ * Each 32-bit register holds two 16-bit values, the lower column in the low half.
+ */
+#ifndef FROST_MMA_CUH
+#define FROST_MMA_CUH
+
+#include "frost_common.cuh"
+
+/* d += a * b for one m16n8k16 tile; FROST_MMA_BF16 selects bf16 operands, else f16. */
+FROST_DEVICE void frost_mma_16816(float d[4], const uint32_t a[4], const uint32_t b[2])
+{
+#if defined(DTYPE_BF16)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+FROST_DEVICE uint32_t frost_smem_addr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* Four 8x8 16-bit matrices; lane l supplies the row address of row (l % 8) of matrix l / 8. */
+FROST_DEVICE void frost_ldmatrix_x4(uint32_t r[4], const void *smem_row)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(frost_smem_addr(smem_row)));
+}
+FROST_DEVICE void frost_ldmatrix_x4_trans(uint32_t r[4], const void *smem_row)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(frost_smem_addr(smem_row)));
+}
+FROST_DEVICE void frost_ldmatrix_x2(uint32_t r[2], const void *smem_row)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(frost_smem_addr(smem_row)));
+}
+FROST_DEVICE void frost_ldmatrix_x2_trans(uint32_t r[2], const void *smem_row)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(frost_smem_addr(smem_row)));
+}
+
+/* 16-byte global->shared copy; src_bytes < 16 zero-fills the rest (0 = pure zero fill). */
+FROST_DEVICE void frost_cp_async_16(void *smem_dst, const void *gmem_src, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(frost_smem_addr(smem_dst)), "l"(gmem_src),
+                 "r"(src_bytes));
+}
+FROST_DEVICE void frost_cp_async_commit(void)
+{
+    asm volatile("cp.async.commit_group;");
+}
+/* Waits until at most n committed groups are still in flight. */
+#define frost_cp_async_wait(n) asm volatile("cp.async.wait_group %0;" ::"n"(n))
+
+#endif /* FROST_MMA_CUH */
