@@ -145,6 +145,8 @@ typedef struct frost__op_class {
     void (*describe)(const frost__graph *g, const frost__node *n, frost__buf *out);
     /* Engine implementations, indexed by frost__engine_id; NULL = not implemented. */
     const frost__op_impl *impl[FROST__ENGINE_COUNT];
+    /* Bit i set: slot i is written by the op (the graph records the producer). */
+    uint32_t output_slots;
 } frost__op_class;
 
 extern const frost__op_class *const frost__op_classes[FROST__OP_COUNT];

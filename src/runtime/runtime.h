@@ -8,7 +8,7 @@
  * names the library and dlerror().  NVRTC alone is enough to compile (frost-precompile
  * needs no GPU).
  *
- * Kernel sources live next to their op (src/ops/<op>/*.cu) and in kernels/common/*.cuh.
+ * Kernel sources live next to their op (src/ops/<op>/ *.cu) and in kernels/common/ (*.cuh).
  * A CMake step embeds them all into the library (frost__embedded_sources); a kernel is
  * named by its path relative to the repository root ("src/ops/sdpa/sdpa_fwd.cu") and
  * includes common headers as "#include \"frost_common.cuh\"" (found by file name).

@@ -121,7 +121,13 @@ void tu_failf(const char *fmt, ...)
 #endif
     ;
 int tu_failures(void);
-/* Exit code for main: 0 when no failure, 1 otherwise. Prints "N passed, N failed". */
+/* Case accounting: wrap each case in tu_case_begin() / tu_case_end(); a case failed when
+ * any failure was recorded in between.  tu_case_end returns 1 when the case failed. */
+void tu_case_begin(void);
+int tu_case_end(void);
+/* Exit code for main: 0 when no failure, 1 otherwise.  Prints "N passed, N failed" from the
+ * case accounting (when no case was accounted, cases_run is the number of cases run and
+ * failed cases are approximated by recorded failures). */
 int tu_finish(int cases_run);
 
 /* GPU tests: returns a CUDA context or exits with 77 (skip) when none can be created. */
