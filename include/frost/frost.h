@@ -306,6 +306,74 @@ FROST_API frost_status frost_graph_add_rmsnorm_backward(frost_graph *g, const fr
                                                         frost_norm_grads *out);
 
 /* ---------------------------------------------------------------------------------------
+ * AdaLayerNorm: LayerNorm whose scale and shift vary per sample (modulation computed from
+ * a conditioning tensor, as in diffusion transformers).  Same descriptor as LayerNorm, but
+ * scale and bias have rank(X) and may carry X's outer dims: each outer dim is 1
+ * (broadcast) or equal to X's, the normalized dims equal X's.  Typically X [B, S, C] with
+ * scale, bias [B, 1, C].  y = x_hat * w[b] + b[b]  (zero_centered_scale: x_hat * (1 + w[b]) + b[b]).
+ * Backward gives d_scale and d_bias with the scale's and bias's dims (f32).
+ * ------------------------------------------------------------------------------------- */
+FROST_API frost_status frost_graph_add_adalayernorm(frost_graph *g, const frost_norm_desc *d, frost_norm_outputs *out);
+FROST_API frost_status frost_graph_add_adalayernorm_backward(frost_graph *g, const frost_norm_backward_desc *d,
+                                                             frost_norm_grads *out);
+
+/* ---------------------------------------------------------------------------------------
+ * Channel normalization: GroupNorm, InstanceNorm and BatchNorm over X [N, C, spatial...]
+ * (rank 2..8; the logical dim order is always N, C, then the spatial dims).  The memory
+ * layout comes from the strides: contiguous NCHW, channels-last NHWC (C fastest), or any
+ * other; outputs frost creates keep X's layout (dim order), so NHWC stays NHWC through
+ * forward and backward without a transpose.
+ *   GroupNorm:    statistics per (n, group) over C/G channels x spatial; mean, inv_std [N, G]
+ *   InstanceNorm: statistics per (n, c) over spatial;                     mean, inv_std [N, C]
+ *   BatchNorm:    statistics per c over N x spatial;                      mean, inv_std [C]
+ * Scale and bias are per channel: [C] or [1, C, 1, ...] (f32 or X's dtype).
+ * BatchNorm running statistics, f32 [C]: inference normalizes with them (required there);
+ * training normalizes with batch statistics and, when running_mean / running_var are
+ * given, updates them in place:  running = (1 - momentum) * running + momentum * batch,
+ * with the batch variance unbiased (times M / (M - 1), M = N x spatial).
+ * ------------------------------------------------------------------------------------- */
+typedef struct frost_channel_norm_desc {
+    frost_tensor x;
+    frost_tensor scale;        /* optional (absent: 1) */
+    frost_tensor bias;         /* optional (absent: 0) */
+    double epsilon;            /* 0 -> 1e-5 */
+    int num_groups;            /* GroupNorm: C % num_groups == 0; ignored by the others */
+    frost_norm_phase phase;
+    int zero_centered_scale;   /* nonzero: y uses (1 + w) */
+    frost_tensor running_mean; /* BatchNorm only: f32 [C], read and (training) updated in place */
+    frost_tensor running_var;  /* BatchNorm only: f32 [C] */
+    double momentum;           /* BatchNorm training: 0 -> 0.1 */
+} frost_channel_norm_desc;
+
+FROST_API frost_status frost_graph_add_groupnorm(frost_graph *g, const frost_channel_norm_desc *d,
+                                                 frost_norm_outputs *out);
+FROST_API frost_status frost_graph_add_instancenorm(frost_graph *g, const frost_channel_norm_desc *d,
+                                                    frost_norm_outputs *out);
+FROST_API frost_status frost_graph_add_batchnorm(frost_graph *g, const frost_channel_norm_desc *d,
+                                                 frost_norm_outputs *out);
+
+/* Backward of the training forward: gradients through the batch statistics. */
+typedef struct frost_channel_norm_backward_desc {
+    frost_tensor x, d_y;
+    frost_tensor scale;    /* optional; must match the forward */
+    frost_tensor mean;     /* saved statistics (optional: recomputed from x when absent) */
+    frost_tensor inv_std;
+    double epsilon;        /* 0 -> 1e-5; used only when statistics are recomputed */
+    int num_groups;        /* GroupNorm */
+    int has_bias;          /* nonzero: produce d_bias */
+    int zero_centered_scale;
+    int deterministic;     /* nonzero: bitwise-repeatable d_scale / d_bias */
+} frost_channel_norm_backward_desc;
+
+FROST_API frost_status frost_graph_add_groupnorm_backward(frost_graph *g, const frost_channel_norm_backward_desc *d,
+                                                          frost_norm_grads *out);
+FROST_API frost_status frost_graph_add_instancenorm_backward(frost_graph *g,
+                                                             const frost_channel_norm_backward_desc *d,
+                                                             frost_norm_grads *out);
+FROST_API frost_status frost_graph_add_batchnorm_backward(frost_graph *g, const frost_channel_norm_backward_desc *d,
+                                                          frost_norm_grads *out);
+
+/* ---------------------------------------------------------------------------------------
  * Build, explain, execute
  * ------------------------------------------------------------------------------------- */
 typedef enum frost_build_policy {
