@@ -60,12 +60,6 @@ static const char *tname(const frost__tensor *t)
     return t->name ? t->name : "?";
 }
 
-static const char *dtname(frost_dtype t)
-{
-    const char *n = frost_dtype_name(t);
-    return n ? n : "invalid";
-}
-
 static void dims_str(char *buf, size_t cap, int rank, const int64_t *dims)
 {
     size_t len = 0;
@@ -107,23 +101,6 @@ static frost_status get_input(norm_add *a, int slot, frost_tensor id, int requir
     return FROST_OK;
 }
 
-/* X-like tensor (d_y): same rank, dims and dtype as X. */
-static frost_status check_like_x(norm_add *a, int slot, const frost__tensor *t)
-{
-    const frost__tensor *x = a->x;
-    if (t->rank != x->rank)
-        return frost__fail(FROST_INVALID_ARGUMENT, "%s: %s '%s': rank expected %d (x's rank), got %d", a->fn,
-                           norm_slot_names[slot], tname(t), x->rank, t->rank);
-    for (int i = 0; i < x->rank; ++i)
-        if (t->dims[i] != x->dims[i])
-            return frost__fail(FROST_INVALID_ARGUMENT, "%s: %s '%s': dim %d expected %lld (x's), got %lld", a->fn,
-                               norm_slot_names[slot], tname(t), i, (long long)x->dims[i], (long long)t->dims[i]);
-    if (t->dtype != x->dtype)
-        return frost__fail(FROST_INVALID_ARGUMENT, "%s: %s '%s': dtype expected %s (x's dtype), got %s", a->fn,
-                           norm_slot_names[slot], tname(t), dtname(x->dtype), dtname(t->dtype));
-    return FROST_OK;
-}
-
 /* Scale-like tensor: rank norm_dims, or rank(X) with leading 1s; trailing dims = C... */
 static frost_status check_param_shape(norm_add *a, int slot, const frost__tensor *t)
 {
@@ -154,7 +131,7 @@ static frost_status check_param_input(norm_add *a, int slot, const frost__tensor
         return s;
     if (t->dtype != FROST_F32 && t->dtype != a->x->dtype)
         return frost__fail(FROST_INVALID_ARGUMENT, "%s: %s '%s': dtype expected f32 or %s (x's dtype), got %s", a->fn,
-                           norm_slot_names[slot], tname(t), dtname(a->x->dtype), dtname(t->dtype));
+                           norm_slot_names[slot], tname(t), frost_dtype_name(a->x->dtype), frost_dtype_name(t->dtype));
     return FROST_OK;
 }
 
@@ -182,6 +159,16 @@ static frost_status check_exact_shape(norm_add *a, int slot, const frost__tensor
     return FROST_OK;
 }
 
+/* X-like input (d_y): X's dims and dtype. */
+static frost_status check_like_x(norm_add *a, int slot, const frost__tensor *t)
+{
+    frost_status s = check_exact_shape(a, slot, t, a->x->rank, a->x->dims, "x's dims");
+    if (s == FROST_OK && t->dtype != a->x->dtype)
+        s = frost__fail(FROST_INVALID_ARGUMENT, "%s: %s '%s': dtype expected %s (x's dtype), got %s", a->fn,
+                        norm_slot_names[slot], tname(t), frost_dtype_name(a->x->dtype), frost_dtype_name(t->dtype));
+    return s;
+}
+
 /* Saved statistics given to the backward: f32, X's dims with normalized dims 1. */
 static frost_status check_stats_input(norm_add *a, int slot, const frost__tensor *t)
 {
@@ -192,7 +179,7 @@ static frost_status check_stats_input(norm_add *a, int slot, const frost__tensor
         return s;
     if (t->dtype != FROST_F32)
         return frost__fail(FROST_INVALID_ARGUMENT, "%s: %s '%s': dtype expected f32, got %s", a->fn,
-                           norm_slot_names[slot], tname(t), dtname(t->dtype));
+                           norm_slot_names[slot], tname(t), frost_dtype_name(t->dtype));
     return FROST_OK;
 }
 
@@ -260,7 +247,7 @@ static frost_status check_output(norm_add *a, const norm_out *o, const norm_out 
         return s;
     if (t->dtype != o->dtype)
         return frost__fail(FROST_INVALID_ARGUMENT, "%s: %s '%s': dtype expected %s, got %s", a->fn, what, tname(t),
-                           dtname(o->dtype), dtname(t->dtype));
+                           frost_dtype_name(o->dtype), frost_dtype_name(t->dtype));
     if (elements_overlap(t->rank, t->dims, t->strides))
         return frost__fail(FROST_INVALID_ARGUMENT,
                            "%s: %s '%s': its strides address some elements twice (a broadcast or overlapping "
@@ -292,7 +279,14 @@ static int collapse(int n, const int64_t *dims, const int64_t *strides, int64_t 
     return 1;
 }
 
+/* Which strides a slot keeps: x-like (outer + inner), statistics (outer), parameters (inner). */
 enum { LAYOUT_DATA, LAYOUT_STATS, LAYOUT_PARAM };
+static const int slot_layout[FROST__NORM_NUM_SLOTS] = {
+    [FROST__NORM_X] = LAYOUT_DATA,        [FROST__NORM_SCALE] = LAYOUT_PARAM,  [FROST__NORM_BIAS] = LAYOUT_PARAM,
+    [FROST__NORM_Y] = LAYOUT_DATA,        [FROST__NORM_MEAN] = LAYOUT_STATS,   [FROST__NORM_INV_STD] = LAYOUT_STATS,
+    [FROST__NORM_D_Y] = LAYOUT_DATA,      [FROST__NORM_D_X] = LAYOUT_DATA,     [FROST__NORM_D_SCALE] = LAYOUT_PARAM,
+    [FROST__NORM_D_BIAS] = LAYOUT_PARAM,
+};
 
 static void fill_layout(frost__norm_problem *p, int slot, const frost__tensor *t, int which)
 {
@@ -329,7 +323,7 @@ static frost_status setup_x(norm_add *a, int norm_dims_in, double epsilon_in)
                            tname(x), x->rank, norm_dims_in);
     if (!is_io_dtype(x->dtype))
         return frost__fail(FROST_INVALID_ARGUMENT, "%s: x '%s': dtype expected f32, f16 or bf16, got %s", a->fn,
-                           tname(x), dtname(x->dtype));
+                           tname(x), frost_dtype_name(x->dtype));
     if (isnan(epsilon_in) || epsilon_in < 0.0 || isinf(epsilon_in))
         return frost__fail(FROST_INVALID_ARGUMENT, "%s: epsilon expected finite and >= 0 (0 means 1e-5), got %g",
                            a->fn, epsilon_in);
@@ -411,15 +405,8 @@ static frost_status finish(norm_add *a, frost__op op, norm_out *outs, int num_ou
             slots[outs[i].slot] = outs[i].id;
     for (int i = 0; i < FROST__NORM_NUM_SLOTS; ++i) {
         const frost__tensor *t = frost__tensor_get(a->g, slots[i]);
-        if (!t)
-            continue;
-        int which = LAYOUT_DATA;
-        if (i == FROST__NORM_MEAN || i == FROST__NORM_INV_STD)
-            which = LAYOUT_STATS;
-        else if (i == FROST__NORM_SCALE || i == FROST__NORM_BIAS || i == FROST__NORM_D_SCALE ||
-                 i == FROST__NORM_D_BIAS)
-            which = LAYOUT_PARAM;
-        fill_layout(p, i, t, which);
+        if (t)
+            fill_layout(p, i, t, slot_layout[i]);
     }
     /* add_node records this node as the producer of the output slots */
     s = frost__graph_add_node(a->g, op, slots, p);
@@ -594,33 +581,27 @@ FROST_API frost_status frost_graph_add_rmsnorm_backward(frost_graph *g, const fr
 /* Op classes                                                                            */
 /* ------------------------------------------------------------------------------------ */
 
-static void describe_tensor(const frost__graph *g, const frost__node *n, int slot, frost__buf *out)
-{
-    const frost__tensor *t = frost__tensor_get(g, n->slot[slot]);
-    if (!t)
-        return;
-    char dims[160];
-    dims_str(dims, sizeof dims, t->rank, t->dims);
-    frost__buf_printf(out, " %s=%s[%s]:%s", norm_slot_names[slot], tname(t), dims, dtname(t->dtype));
-}
-
+/* One line for explain; the slot -> tensor list is printed by the graph itself. */
 static void norm_describe(const frost__graph *g, const frost__node *n, frost__buf *out)
 {
     const frost__norm_problem *p = n->problem;
-    if (!p)
-        return;
-    frost__buf_printf(out, "rows=%lld cols=%lld norm_dims=%d eps=%g", (long long)p->rows, (long long)p->cols,
-                      p->inner_rank, p->epsilon);
+    const frost__norm_layout *l = p->slot;
+    (void)g;
+    frost__buf_printf(out, "rows=%lld cols=%lld norm_dims=%d %s", (long long)p->rows, (long long)p->cols,
+                      p->inner_rank, frost_dtype_name(l[FROST__NORM_X].dtype));
+    frost__buf_printf(out, " scale=%s",
+                      l[FROST__NORM_SCALE].present ? frost_dtype_name(l[FROST__NORM_SCALE].dtype) : "none");
     if (!p->backward)
-        frost__buf_printf(out, " %s", p->phase == FROST_NORM_INFERENCE ? "inference" : "training");
-    if (p->zero_centered_scale)
-        frost__buf_printf(out, " zero_centered_scale");
-    if (p->deterministic)
-        frost__buf_printf(out, " deterministic");
-    if (p->slot[FROST__NORM_X].present)
-        frost__buf_printf(out, " x_contiguous=%s", p->slot[FROST__NORM_X].inner_contiguous ? "yes" : "no");
-    for (int i = 0; i < FROST__NORM_NUM_SLOTS; ++i)
-        describe_tensor(g, n, i, out);
+        frost__buf_printf(out, " bias=%s %s eps=%g",
+                          l[FROST__NORM_BIAS].present ? frost_dtype_name(l[FROST__NORM_BIAS].dtype) : "none",
+                          p->phase == FROST_NORM_INFERENCE ? "inference" : "training", p->epsilon);
+    else if (l[FROST__NORM_INV_STD].present && (p->kind == FROST__NORM_RMS || l[FROST__NORM_MEAN].present))
+        frost__buf_printf(out, " saved-stats");
+    else
+        frost__buf_printf(out, " recomputed-stats eps=%g", p->epsilon);
+    frost__buf_printf(out, "%s%s x:%s", p->zero_centered_scale ? " zero_centered_scale" : "",
+                      p->deterministic ? " deterministic" : "",
+                      l[FROST__NORM_X].inner_contiguous ? "contiguous-rows" : "strided-rows");
 }
 
 /* One class per op kind; both kinds share an impl per direction (kind is in the problem). */

@@ -113,16 +113,14 @@ static void row_stats(const frost__norm_problem *p, void *const *ptrs, const int
 
 /* Checks that every slot the problem uses has a pointer (elements exist only when
  * rows > 0 for per-row slots; parameter slots always have cols >= 1 elements). */
-static frost_status check_pointers(const frost__norm_problem *p, void *const *ptrs)
+static frost_status check_pointers(const frost__node *n, const frost__norm_problem *p, void *const *ptrs)
 {
-    static const char *const names[FROST__NORM_NUM_SLOTS] = {
-        "x", "scale", "bias", "y", "mean", "inv_std", "d_y", "d_x", "d_scale", "d_bias",
-    };
     for (int s = 0; s < FROST__NORM_NUM_SLOTS; ++s) {
         int per_row = s != FROST__NORM_SCALE && s != FROST__NORM_BIAS && s != FROST__NORM_D_SCALE &&
                       s != FROST__NORM_D_BIAS;
         if (p->slot[s].present && !ptrs[s] && (!per_row || p->rows > 0))
-            return frost__fail(FROST_INVALID_ARGUMENT, "ref engine: tensor in slot %s is bound to NULL", names[s]);
+            return frost__fail(FROST_INVALID_ARGUMENT, "ref engine: %s of %s is bound to NULL",
+                               frost__op_classes[n->op]->slot_names[s], frost__op_classes[n->op]->name);
     }
     return FROST_OK;
 }
@@ -149,7 +147,7 @@ static frost_status fwd_execute(const frost_context *ctx, const frost__node *n, 
     int64_t row[FROST__NORM_NUM_SLOTS];
     col_walk w;
     (void)ctx, (void)plan, (void)workspace, (void)stream;
-    frost_status s = check_pointers(p, ptrs);
+    frost_status s = check_pointers(n, p, ptrs);
     if (s != FROST_OK)
         return s;
     for (int64_t r = 0; r < p->rows; ++r) {
@@ -233,7 +231,7 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
     int64_t row[FROST__NORM_NUM_SLOTS];
     col_walk w;
     (void)ctx, (void)stream;
-    frost_status s = check_pointers(p, ptrs);
+    frost_status s = check_pointers(n, p, ptrs);
     if (s != FROST_OK)
         return s;
     if (want_scale || want_bias) {
