@@ -75,4 +75,36 @@ FROST_DEVICE void frost_cp_async_commit(void)
 /* Waits until at most n committed groups are still in flight. */
 #define frost_cp_async_wait(n) asm volatile("cp.async.wait_group %0;" ::"n"(n))
 
+/* ---- appended for the sdpa forward kernel (src/ops/sdpa/sdpa_fwd.cu) ---- */
+
+/* 2^x on the SFU (ex2.approx.ftz.f32): 2^-inf = +0, relative error about 2^-22, subnormal
+ * results flush to 0.  Softmax kernels that work in base 2 call it once per score. */
+FROST_DEVICE float frost_exp2_approx(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* 16-byte shared-memory load and store, and 16-byte global store; every address must be
+ * 16-byte aligned.  Kept as functions so that kernels hold no inline PTX of their own. */
+FROST_DEVICE void frost_ld_shared_16(uint32_t r[4], const void *smem)
+{
+    asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(frost_smem_addr(smem))
+                 : "memory");
+}
+FROST_DEVICE void frost_st_shared_16(void *smem, const uint32_t r[4])
+{
+    asm volatile("st.shared.v4.b32 [%0], {%1,%2,%3,%4};" ::"r"(frost_smem_addr(smem)), "r"(r[0]), "r"(r[1]),
+                 "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
+FROST_DEVICE void frost_st_global_16(void *gmem, const uint32_t r[4])
+{
+    asm volatile("st.global.v4.b32 [%0], {%1,%2,%3,%4};" ::"l"(gmem), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
+
 #endif /* FROST_MMA_CUH */

@@ -97,4 +97,11 @@ extern const frost__op_impl frost__sdpa_bwd_ref;
 extern const frost__op_impl frost__sdpa_fwd_cuda;
 extern const frost__op_impl frost__sdpa_bwd_cuda;
 
+/* Every kernel key the cuda engine's forward selector can choose (sdpa_cuda.c), in a fixed
+ * order, for frost-precompile and for CI's proof that every variant compiles.  Writes
+ * min(cap, total) keys (keys may be NULL when cap is 0) and returns the total: 1536 keys,
+ * or 96 with equal_dims_only (d_qk = d_v).  The set does not depend on the device. */
+struct frost__kernel_key; /* src/runtime/runtime.h */
+size_t frost__sdpa_fwd_cuda_keys(struct frost__kernel_key *keys, size_t cap, int equal_dims_only);
+
 #endif /* FROST_OPS_SDPA_H */
