@@ -1,0 +1,139 @@
+/*
+ * cases.h — the benchmark case lists shared by tools/frost-bench.c (and printed by
+ * `frost-bench --list` for bench/peers.py): which shapes each suite holds, how much work a
+ * case is (FLOPs for attention, bytes for norms, the conventions of docs/PERF.md), and the
+ * shape keys of the JSON lines.  Header-only: everything is static; include it once.
+ *
+ * Suites: sdpa  = PERF.md's attention table: 16k tokens in all (b = 16384 / s), h * d = 2048,
+ *                 d in {64, 128, 256}, s in {512, 2048, 8192}, causal and not; fwd and bwd.
+ *         norm  = RMSNorm and LayerNorm fwd and bwd, bf16, rows x hidden in {16384x4096,
+ *                 32768x4096, 8192x8192, 65536x1024, 1024x12288, 4096x16384}.
+ *         smoke = a few small shapes (seconds); all = sdpa + norm.
+ */
+#ifndef FROST_BENCH_CASES_H
+#define FROST_BENCH_CASES_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "frost/frost.h"
+
+#define MAX_CASES 128
+
+typedef enum { OP_SDPA_FWD, OP_SDPA_BWD, OP_RMS_FWD, OP_RMS_BWD, OP_LN_FWD, OP_LN_BWD, OP_N } bench_op;
+static const char *const op_names[OP_N] = {"sdpa_fwd",    "sdpa_bwd",      "rmsnorm_fwd",
+                                           "rmsnorm_bwd", "layernorm_fwd", "layernorm_bwd"};
+
+typedef struct bcase {
+    bench_op op;
+    frost_dtype dtype;
+    int64_t b, h_q, h_kv, s_q, s_kv, d, d_v;
+    int causal, bshd;
+    int64_t rows, cols;
+} bcase;
+
+/* ---- case lists ------------------------------------------------------------------ */
+static bcase cases[MAX_CASES];
+static int ncases;
+
+static int is_sdpa(bench_op op)
+{
+    return op == OP_SDPA_FWD || op == OP_SDPA_BWD;
+}
+static void push(bcase c)
+{
+    if (ncases < MAX_CASES)
+        cases[ncases++] = c;
+}
+static void sdpa_pair(int64_t b, int64_t hq, int64_t hkv, int64_t s, int64_t d, int causal) /* fwd and bwd */
+{
+    for (int op = OP_SDPA_FWD; op <= OP_SDPA_BWD; op++)
+        push((bcase){.op = (bench_op)op, .dtype = FROST_BF16, .b = b, .h_q = hq, .h_kv = hkv, .s_q = s, .s_kv = s,
+                     .d = d, .d_v = d, .causal = causal});
+}
+static void norm_four(int64_t rows, int64_t cols) /* RMSNorm and LayerNorm, fwd and bwd */
+{
+    for (int op = OP_RMS_FWD; op <= OP_LN_BWD; op++)
+        push((bcase){.op = (bench_op)op, .dtype = FROST_BF16, .rows = rows, .cols = cols});
+}
+
+static int suite_cases(const char *suite)
+{
+    int all = !strcmp(suite, "all");
+    if (all || !strcmp(suite, "sdpa")) { /* PERF.md: 16k tokens in all, h*d = 2048 */
+        static const int64_t ds[] = {64, 128, 256}, ss[] = {512, 2048, 8192};
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 3; j++)
+                for (int c = 0; c < 2; c++)
+                    sdpa_pair(16384 / ss[j], 2048 / ds[i], 2048 / ds[i], ss[j], ds[i], c);
+    }
+    if (all || !strcmp(suite, "norm")) {
+        static const int64_t shapes[][2] = {{16384, 4096}, {32768, 4096}, {8192, 8192},
+                                            {65536, 1024}, {1024, 12288}, {4096, 16384}};
+        for (int i = 0; i < 6; i++)
+            norm_four(shapes[i][0], shapes[i][1]);
+    }
+    if (!strcmp(suite, "smoke")) {
+        sdpa_pair(2, 8, 8, 512, 64, 0);
+        sdpa_pair(4, 16, 16, 1024, 128, 1);
+        sdpa_pair(2, 16, 4, 1024, 128, 1); /* GQA */
+        norm_four(4096, 4096);
+        norm_four(1000, 1000); /* odd sizes */
+    } else if (!all && strcmp(suite, "sdpa") && strcmp(suite, "norm")) {
+        fprintf(stderr, "frost-bench: unknown suite '%s' (smoke, sdpa, norm, all)\n", suite);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- work counts ------------------------------------------------------------------- */
+/* Admissible keys of query row i (top-left causal, as torch's is_causal). */
+static int64_t row_keys(const bcase *c, int64_t i)
+{
+    if (!c->causal)
+        return c->s_kv;
+    return i + 1 < c->s_kv ? i + 1 : c->s_kv;
+}
+
+static double case_work(const bcase *c) /* FLOPs for attention, bytes for norms */
+{
+    if (is_sdpa(c->op)) {
+        double n = 0;
+        for (int64_t i = 0; i < c->s_q; i++)
+            n += (double)row_keys(c, i);
+        n *= (double)c->b * (double)c->h_q;
+        return c->op == OP_SDPA_FWD ? 2.0 * n * (double)(c->d + c->d_v) : 2.0 * n * (double)(3 * c->d + 2 * c->d_v);
+    }
+    double rc = (double)c->rows * (double)c->cols * (double)frost_dtype_size(c->dtype);
+    return (c->op == OP_RMS_FWD || c->op == OP_LN_FWD) ? 2.0 * rc : 3.0 * rc;
+}
+
+/* The shape part of a JSON line (shared with --list). */
+static void json_case(frost__buf *f, const bcase *c)
+{
+    frost__buf_printf(f, "{\"impl\":\"frost\",\"op\":\"%s\",\"dtype\":\"%s\"", op_names[c->op],
+                      frost_dtype_name(c->dtype));
+    if (is_sdpa(c->op))
+        frost__buf_printf(f,
+                          ",\"b\":%lld,\"h_q\":%lld,\"h_kv\":%lld,\"s_q\":%lld,\"s_kv\":%lld,\"d\":%lld,"
+                          "\"d_v\":%lld,\"causal\":%s,\"layout\":\"%s\"",
+                          (long long)c->b, (long long)c->h_q, (long long)c->h_kv, (long long)c->s_q,
+                          (long long)c->s_kv, (long long)c->d, (long long)c->d_v, c->causal ? "true" : "false",
+                          c->bshd ? "bshd" : "bhsd");
+    else
+        frost__buf_printf(f, ",\"rows\":%lld,\"cols\":%lld", (long long)c->rows, (long long)c->cols);
+}
+
+static void case_label(const bcase *c, char *buf, size_t cap)
+{
+    if (is_sdpa(c->op))
+        snprintf(buf, cap, "b=%lld h=%lld/%lld s=%lld/%lld d=%lld%s%s", (long long)c->b, (long long)c->h_q,
+                 (long long)c->h_kv, (long long)c->s_q, (long long)c->s_kv, (long long)c->d, c->causal ? " causal" : "",
+                 c->bshd ? " bshd" : "");
+    else
+        snprintf(buf, cap, "%lld x %lld", (long long)c->rows, (long long)c->cols);
+}
+
+#endif /* FROST_BENCH_CASES_H */

@@ -1,0 +1,650 @@
+/*
+ * frost-bench — times frost's ops on a CUDA device the way docs/PERF.md says: build the
+ * graph once, fill several input sets with random data (never zeros; a seeded host pool
+ * copied in) so the inputs rotated between runs exceed twice the L2, warm up, then time
+ * every run with CUDA events and report the median.  It prints a table and, per case,
+ * one JSON line (starting with '{') in the schema that bench/peers.py and bench/report.py
+ * share.  A refused case (NOT_SUPPORTED) shows its reason and the run goes on.
+ *
+ *   frost-bench --suite smoke|sdpa|norm|all [--json FILE] [--list]
+ *   frost-bench --op sdpa_fwd[,sdpa_bwd] --b 2 --h 16 [--h-kv 4] --s 2048 --d 128 [--causal]
+ *   frost-bench --op rmsnorm_fwd --rows 16384 --cols 4096
+ *   --dtype bf16|f16|f32  --layout bhsd|bshd  --runs N (30)  --warmup N (5)  --sets N
+ *   --seed N  --device N  --explain (print frost_graph_explain per case)
+ * --list prints the cases as JSON lines and needs no GPU.  --cpu runs the same harness on the
+ * CPU reference engine (host memory, wall clock): a check of the tool, not a performance
+ * number.  Exit: 0 all cases ran or were refused, 1 a case failed, 2 usage, 77 no GPU.
+ *
+ * Backward cases get synthetic saved statistics (attention LSE = log(#keys) + 1/18, the
+ * value for uniform [-1, 1) inputs; norm inv_std ~ sqrt(3), mean ~ 0), so they run without
+ * the forward and without overflow.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/internal.h"
+#include "frost/frost.h"
+#include "runtime/runtime.h"
+#include "../bench/cases.h" /* the case lists, work counts and JSON case keys */
+
+#define PEAK_TFLOPS 790.0 /* bf16 GEMM measured on the H200, shared/PERF.md (2026-12-02) */
+#define PEAK_GBPS 4184.0  /* device-to-device copy measured there */
+#define POOL_ELEMS ((size_t)1 << 24)
+#define MAX_T 16
+#define MAX_SETS 256
+
+typedef struct bopts {
+    int runs, warmup, sets, device, list, explain, cpu;
+    uint64_t seed;
+} bopts;
+
+/* How a bound tensor is filled: random pool data, synthetic statistics, or not at all. */
+enum { R_RANDOM, R_OUTPUT, R_LSE, R_MEAN, R_INVSTD };
+
+typedef struct bgraph {
+    frost_graph *g;
+    int nt;
+    frost_tensor id[MAX_T];
+    int role[MAX_T];
+    frost_dtype dt[MAX_T];
+    int64_t span[MAX_T];
+} bgraph;
+
+static uint64_t rng_next(uint64_t *s) /* splitmix64 */
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static float rng_unit(uint64_t *s) /* [-1, 1) */
+{
+    return (float)((rng_next(s) >> 40) * (1.0 / 16777216.0) * 2.0 - 1.0);
+}
+
+/* Device memory, or host memory when dev is NULL (--cpu). */
+static frost_status mem_alloc(const frost__device *dev, size_t bytes, void **p)
+{
+    if (dev)
+        return frost__dev_alloc(dev, bytes, p);
+    return (*p = malloc(bytes)) ? FROST_OK : FROST_OUT_OF_MEMORY;
+}
+static frost_status copy_in(const frost__device *dev, void *dst, const void *src, size_t bytes)
+{
+    return dev ? frost__dev_copy_htod(dev, dst, src, bytes) : (memcpy(dst, src, bytes), FROST_OK);
+}
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* ---- graphs ------------------------------------------------------------------------ */
+static void note(bgraph *bg, frost_tensor t, int role) /* a tensor to bind */
+{
+    if (t != FROST_TENSOR_NONE && t != FROST_TENSOR_AUTO && bg->nt < MAX_T) {
+        bg->id[bg->nt] = t;
+        bg->role[bg->nt++] = role;
+    }
+}
+
+static frost_status add_in(bgraph *bg, const char *name, frost_dtype dt, int rank, const int64_t *dims,
+                           const int64_t *strides, int role)
+{
+    frost_tensor_desc d = {.name = name, .dtype = dt, .rank = rank};
+    memcpy(d.dims, dims, sizeof(int64_t) * (size_t)rank);
+    if (strides)
+        memcpy(d.strides, strides, sizeof(int64_t) * (size_t)rank);
+    frost_tensor t = 0;
+    frost_status s = frost_graph_add_tensor(bg->g, &d, &t);
+    note(bg, s ? 0 : t, role);
+    return s;
+}
+
+/* BSHD strides of a [b, h, s, d] tensor (BHSD uses packed, i.e. zeros). */
+static const int64_t *layout(const bcase *c, const int64_t *dims, int64_t *st)
+{
+    st[3] = 1, st[1] = dims[3], st[2] = dims[1] * dims[3], st[0] = dims[2] * st[2];
+    return c->bshd ? st : NULL;
+}
+
+static frost_status build_sdpa(const bcase *c, bgraph *bg)
+{
+    int64_t qd[4] = {c->b, c->h_q, c->s_q, c->d}, kd[4] = {c->b, c->h_kv, c->s_kv, c->d};
+    int64_t vd[4] = {c->b, c->h_kv, c->s_kv, c->d_v}, od[4] = {c->b, c->h_q, c->s_q, c->d_v};
+    int64_t ld[4] = {c->b, c->h_q, c->s_q, 1}, st[4][4];
+    frost_tensor ids[MAX_T];
+    frost_status s = FROST_OK;
+    int bwd = c->op == OP_SDPA_BWD;
+    s = s ? s : add_in(bg, "q", c->dtype, 4, qd, layout(c, qd, st[0]), R_RANDOM);
+    s = s ? s : add_in(bg, "k", c->dtype, 4, kd, layout(c, kd, st[1]), R_RANDOM);
+    s = s ? s : add_in(bg, "v", c->dtype, 4, vd, layout(c, vd, st[2]), R_RANDOM);
+    if (bwd) {
+        s = s ? s : add_in(bg, "o", c->dtype, 4, od, layout(c, od, st[3]), R_RANDOM);
+        s = s ? s : add_in(bg, "d_o", c->dtype, 4, od, layout(c, od, st[3]), R_RANDOM);
+        s = s ? s : add_in(bg, "lse", FROST_F32, 4, ld, NULL, R_LSE);
+    }
+    if (s)
+        return s;
+    memcpy(ids, bg->id, sizeof ids);
+    frost_sdpa_attrs at = {0};
+    if (c->causal)
+        at.mask_flags = FROST_MASK_RIGHT_BOUND;
+    if (!bwd) {
+        frost_sdpa_desc d = {.q = ids[0], .k = ids[1], .v = ids[2], .attrs = at};
+        frost_sdpa_outputs o = {.o = FROST_TENSOR_AUTO, .stats = FROST_TENSOR_AUTO};
+        s = frost_graph_add_sdpa(bg->g, &d, &o);
+        note(bg, o.o, R_OUTPUT), note(bg, o.stats, R_OUTPUT);
+    } else {
+        frost_sdpa_backward_desc d = {.q = ids[0], .k = ids[1], .v = ids[2], .o = ids[3], .d_o = ids[4],
+                                      .stats = ids[5], .attrs = at};
+        frost_sdpa_grads gr = {.d_q = FROST_TENSOR_AUTO, .d_k = FROST_TENSOR_AUTO, .d_v = FROST_TENSOR_AUTO};
+        s = frost_graph_add_sdpa_backward(bg->g, &d, &gr);
+        note(bg, gr.d_q, R_OUTPUT), note(bg, gr.d_k, R_OUTPUT), note(bg, gr.d_v, R_OUTPUT);
+    }
+    return s;
+}
+
+static frost_status build_norm(const bcase *c, bgraph *bg)
+{
+    int ln = c->op == OP_LN_FWD || c->op == OP_LN_BWD, bwd = c->op == OP_RMS_BWD || c->op == OP_LN_BWD;
+    int64_t xd[2] = {c->rows, c->cols}, sd[2] = {c->rows, 1};
+    frost_status s = FROST_OK;
+    s = s ? s : add_in(bg, "x", c->dtype, 2, xd, NULL, R_RANDOM);
+    s = s ? s : add_in(bg, "scale", c->dtype, 1, &c->cols, NULL, R_RANDOM);
+    if (ln && !bwd)
+        s = s ? s : add_in(bg, "bias", c->dtype, 1, &c->cols, NULL, R_RANDOM);
+    if (bwd) {
+        s = s ? s : add_in(bg, "d_y", c->dtype, 2, xd, NULL, R_RANDOM);
+        if (ln)
+            s = s ? s : add_in(bg, "mean", FROST_F32, 2, sd, NULL, R_MEAN);
+        s = s ? s : add_in(bg, "inv_std", FROST_F32, 2, sd, NULL, R_INVSTD);
+    }
+    if (s)
+        return s;
+    frost_tensor x = bg->id[0], w = bg->id[1];
+    if (!bwd) {
+        frost_norm_desc d = {.x = x, .scale = w, .bias = ln ? bg->id[2] : 0, .phase = FROST_NORM_TRAINING};
+        frost_norm_outputs o = {.y = FROST_TENSOR_AUTO, .inv_std = FROST_TENSOR_AUTO,
+                                .mean = ln ? FROST_TENSOR_AUTO : FROST_TENSOR_NONE};
+        s = ln ? frost_graph_add_layernorm(bg->g, &d, &o) : frost_graph_add_rmsnorm(bg->g, &d, &o);
+        note(bg, o.y, R_OUTPUT), note(bg, o.mean, R_OUTPUT), note(bg, o.inv_std, R_OUTPUT);
+    } else {
+        frost_norm_backward_desc d = {.x = x, .d_y = bg->id[2], .scale = w, .mean = ln ? bg->id[3] : 0,
+                                      .inv_std = bg->id[ln ? 4 : 3], .has_bias = ln};
+        frost_norm_grads gr = {.d_x = FROST_TENSOR_AUTO, .d_scale = FROST_TENSOR_AUTO,
+                               .d_bias = ln ? FROST_TENSOR_AUTO : FROST_TENSOR_NONE};
+        s = ln ? frost_graph_add_layernorm_backward(bg->g, &d, &gr) : frost_graph_add_rmsnorm_backward(bg->g, &d, &gr);
+        note(bg, gr.d_x, R_OUTPUT), note(bg, gr.d_scale, R_OUTPUT), note(bg, gr.d_bias, R_OUTPUT);
+    }
+    return s;
+}
+
+/* Reads every bound tensor's resolved dims and strides: element span and dtype. */
+static frost_status resolve(bgraph *bg)
+{
+    for (int i = 0; i < bg->nt; i++) {
+        frost_tensor_desc d;
+        frost_status s = frost_graph_tensor_desc(bg->g, bg->id[i], &d);
+        if (s)
+            return s;
+        int packed = 1;
+        for (int k = 0; k < d.rank; k++)
+            packed &= d.strides[k] == 0;
+        int64_t span = 1, run = 1;
+        for (int k = d.rank - 1; k >= 0; k--) {
+            if (d.dims[k] == 0)
+                span = 0;
+            if (span)
+                span += (d.dims[k] - 1) * (packed ? run : d.strides[k]);
+            run *= d.dims[k];
+        }
+        bg->dt[i] = d.dtype;
+        bg->span[i] = span;
+    }
+    return FROST_OK;
+}
+
+/* ---- data ---------------------------------------------------------------------------- */
+typedef struct pools {
+    void *p[16]; /* by dtype: POOL_ELEMS random values in [-1, 1) */
+} pools;
+
+static const void *pool_get(pools *pl, frost_dtype dt, uint64_t seed)
+{
+    if ((int)dt >= 16 || pl->p[dt])
+        return (int)dt < 16 ? pl->p[dt] : NULL;
+    size_t es = frost_dtype_size(dt);
+    unsigned char *p = malloc(POOL_ELEMS * es);
+    if (!p)
+        return NULL;
+    uint64_t s = seed ^ (0x51ull * (uint64_t)dt);
+    for (size_t i = 0; i < POOL_ELEMS; i++) {
+        float f = rng_unit(&s);
+        if (f == 0.0f)
+            f = 0.5f; /* never a zero */
+        if (dt == FROST_BF16 || dt == FROST_F16) {
+            uint16_t h = dt == FROST_BF16 ? frost__f32_to_bf16(f) : frost__f32_to_f16(f);
+            memcpy(p + i * 2, &h, 2);
+        } else {
+            memcpy(p + i * es, &f, sizeof f);
+        }
+    }
+    return pl->p[dt] = p;
+}
+
+/* Random tensor: copies from a random position of the pool, wrapping around. */
+static frost_status fill_random(const frost__device *dev, pools *pl, void *dst, frost_dtype dt, int64_t n,
+                                uint64_t *rng)
+{
+    const unsigned char *p = pool_get(pl, dt, 0x5EEDull ^ *rng);
+    size_t es = frost_dtype_size(dt);
+    if (!p || es == 0)
+        return FROST_OUT_OF_MEMORY;
+    size_t off = (size_t)(rng_next(rng) % POOL_ELEMS), done = 0;
+    while (done < (size_t)n) {
+        size_t k = POOL_ELEMS - off < (size_t)n - done ? POOL_ELEMS - off : (size_t)n - done;
+        frost_status s = copy_in(dev, (unsigned char *)dst + done * es, p + off * es, k * es);
+        if (s)
+            return s;
+        done += k;
+        off = 0;
+    }
+    return FROST_OK;
+}
+
+/* Synthetic saved statistics (f32, one per row). */
+static frost_status fill_stats(const frost__device *dev, const bcase *c, void *dst, int role, int64_t n, uint64_t *rng)
+{
+    float *h = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    if (!h)
+        return FROST_OUT_OF_MEMORY;
+    for (int64_t i = 0; i < n; i++) {
+        if (role == R_LSE) {
+            int64_t keys = row_keys(c, i % c->s_q);
+            h[i] = keys > 0 ? (float)(log((double)keys) + 1.0 / 18.0) : -INFINITY;
+        } else {
+            h[i] = role == R_MEAN ? 0.01f * rng_unit(rng) : 1.7320508f * (1.0f + 0.01f * rng_unit(rng));
+        }
+    }
+    frost_status s = copy_in(dev, dst, h, sizeof(float) * (size_t)n);
+    free(h);
+    return s;
+}
+
+/* ---- running one case ------------------------------------------------------------------- */
+typedef struct bresult {
+    frost_status status;
+    char reason[512];
+    double ms, ms_min;
+    int runs, sets, nonfinite;
+} bresult;
+
+typedef struct bstate { /* one built case: its graph, rotated input sets and workspace */
+    const frost__device *dev;
+    bgraph bg;
+    void *ptr[MAX_SETS][MAX_T], *ws;
+    int nsets;
+} bstate;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void fail(bresult *r, frost_status s, const char *where)
+{
+    const char *e = frost_last_error();
+    r->status = s;
+    snprintf(r->reason, sizeof r->reason, "%s: %s", where, e && *e ? e : frost_status_name(s));
+    for (char *p = r->reason; *p; p++)
+        if (*p == '\n')
+            *p = ' ';
+}
+
+/* Counts NaN/Inf among the first elements of a floating output (a cheap sanity check). */
+static int count_nonfinite(const frost__device *dev, const void *src, frost_dtype dt, int64_t span)
+{
+    int64_t n = span < 65536 ? span : 65536, bad = 0;
+    size_t es = frost_dtype_size(dt);
+    unsigned char *h = malloc((size_t)n * es + 1);
+    if (h && !(dev ? frost__dev_copy_dtoh(dev, h, src, (size_t)n * es) : (memcpy(h, src, (size_t)n * es), 0)))
+        for (int64_t i = 0; i < n; i++)
+            bad += !isfinite(frost__load_elem(h, i, dt));
+    free(h);
+    return (int)(bad > 0x7fffffff ? 0x7fffffff : bad);
+}
+
+/* Builds the graph, then allocates and fills the input sets: enough that the rotated sets
+ * exceed 2 x L2, at least 3 (or --sets), never more than half of the device memory. */
+static frost_status setup(bstate *st, const bcase *c, const bopts *o, pools *pl, bresult *r)
+{
+    const frost__device *dev = st->dev;
+    size_t wsb = 0, set_bytes = 0;
+    uint64_t rng = o->seed * 0x9E37ull + (uint64_t)c->op;
+    frost_status s = is_sdpa(c->op) ? build_sdpa(c, &st->bg) : build_norm(c, &st->bg);
+    if (s)
+        return fail(r, s, "add"), s;
+    if ((s = frost_graph_build(st->bg.g, NULL)))
+        return fail(r, s, "build"), s;
+    if (o->explain) {
+        size_t len = 0;
+        frost_graph_explain(st->bg.g, NULL, 0, &len);
+        char *txt = malloc(len + 1);
+        if (txt && frost_graph_explain(st->bg.g, txt, len + 1, NULL) == FROST_OK)
+            fprintf(stderr, "%s\n", txt);
+        free(txt);
+    }
+    if ((s = resolve(&st->bg)) || (s = frost_graph_workspace_size(st->bg.g, &wsb)))
+        return fail(r, s, "resolve"), s;
+    for (int i = 0; i < st->bg.nt; i++)
+        set_bytes += (size_t)st->bg.span[i] * frost_dtype_size(st->bg.dt[i]);
+    int n = o->sets > 0 ? o->sets : 3;
+    if (dev && o->sets <= 0 && set_bytes && (size_t)n * set_bytes < 2 * dev->l2_bytes)
+        n = (int)((2 * dev->l2_bytes + set_bytes - 1) / set_bytes);
+    n = n > MAX_SETS ? MAX_SETS : n;
+    while (dev && n > 1 && (double)n * (double)set_bytes > 0.5 * (double)dev->global_mem_bytes)
+        n--;
+    if (wsb && (s = mem_alloc(dev, wsb, &st->ws)))
+        return fail(r, s, "workspace alloc"), s;
+    for (st->nsets = 0; st->nsets < n; st->nsets++)
+        for (int i = 0; i < st->bg.nt; i++) {
+            int k = st->nsets, role = st->bg.role[i];
+            size_t bytes = (size_t)st->bg.span[i] * frost_dtype_size(st->bg.dt[i]);
+            if ((s = mem_alloc(dev, bytes ? bytes : 16, &st->ptr[k][i])))
+                return fail(r, s, "alloc"), s;
+            if (role == R_RANDOM)
+                s = fill_random(dev, pl, st->ptr[k][i], st->bg.dt[i], st->bg.span[i], &rng);
+            else if (role != R_OUTPUT)
+                s = fill_stats(dev, c, st->ptr[k][i], role, st->bg.span[i], &rng);
+            if (s)
+                return fail(r, s, "fill"), s;
+        }
+    return FROST_OK;
+}
+
+/* warm + runs executions, set (start + it) % nsets each; run i (after the warm-up) is timed
+ * with its own pair of events into t[i] (host clock with --cpu, where execute is blocking). */
+static frost_status run_timed(bstate *st, int start, int warm, int runs, double *t)
+{
+    frost_binding bind[MAX_T];
+    void **ev = calloc(2 * (size_t)runs, sizeof *ev);
+    int nev = 0;
+    frost_status s = ev ? FROST_OK : FROST_OUT_OF_MEMORY;
+    while (!s && st->dev && nev < 2 * runs)
+        s = frost__event_create(&ev[nev++]);
+    for (int it = 0; !s && it < warm + runs; it++) {
+        int k = (start + it) % st->nsets, ti = it - warm;
+        double t0 = now_ms();
+        for (int i = 0; i < st->bg.nt; i++)
+            bind[i] = (frost_binding){st->bg.id[i], st->ptr[k][i]};
+        if (ti >= 0 && st->dev)
+            s = frost__event_record(ev[2 * ti], NULL);
+        s = s ? s : frost_graph_execute(st->bg.g, bind, st->bg.nt, st->ws, NULL);
+        if (!s && ti >= 0 && st->dev)
+            s = frost__event_record(ev[2 * ti + 1], NULL);
+        if (ti >= 0 && !st->dev)
+            t[ti] = now_ms() - t0;
+    }
+    if (!st->dev) {
+        free(ev);
+        return s;
+    }
+    s = s ? s : frost__dev_synchronize(st->dev);
+    for (int i = 0; !s && i < runs; i++) {
+        float ms = 0;
+        s = frost__event_elapsed_ms(ev[2 * i], ev[2 * i + 1], &ms);
+        t[i] = ms;
+    }
+    for (int i = 0; i < nev; i++)
+        frost__event_destroy(ev[i]);
+    free(ev);
+    return s;
+}
+
+static void time_case(frost_context *ctx, const bcase *c, const bopts *o, pools *pl, bresult *r)
+{
+    bstate *st = calloc(1, sizeof *st);
+    double first = 0, *t = NULL;
+    frost_status s = st ? frost_graph_create(ctx, &st->bg.g) : FROST_OUT_OF_MEMORY;
+    if (s) {
+        fail(r, s, "graph_create");
+        free(st);
+        return;
+    }
+    st->dev = ctx->device;
+    if (setup(st, c, o, pl, r))
+        goto done;
+    /* one probe run sizes the warm-up (>= 100 ms) and the timed runs (>= 50 ms) */
+    if ((s = run_timed(st, 0, 0, 1, &first))) {
+        fail(r, s, "execute");
+        goto done;
+    }
+    int warm = o->warmup, runs = o->runs;
+    if (first > 0 && warm < 100.0 / first)
+        warm = 100.0 / first < 2000 ? (int)(100.0 / first) : 2000;
+    if (first > 0 && runs < 50.0 / first)
+        runs = 50.0 / first < 2000 ? (int)(50.0 / first) : 2000;
+    if (!(t = calloc((size_t)runs, sizeof *t))) {
+        fail(r, FROST_OUT_OF_MEMORY, "host alloc");
+        goto done;
+    }
+    if ((s = run_timed(st, 1, warm, runs, t))) {
+        fail(r, s, "timed runs");
+        goto done;
+    }
+    qsort(t, (size_t)runs, sizeof *t, cmp_double);
+    r->status = FROST_OK;
+    r->ms = runs % 2 ? t[runs / 2] : 0.5 * (t[runs / 2 - 1] + t[runs / 2]);
+    r->ms_min = t[0];
+    r->runs = runs;
+    r->sets = st->nsets;
+    int last = (warm + runs) % st->nsets; /* the set the last run wrote */
+    for (int i = 0; i < st->bg.nt; i++)
+        if (st->bg.role[i] == R_OUTPUT && frost__dtype_is_float(st->bg.dt[i]))
+            r->nonfinite += count_nonfinite(st->dev, st->ptr[last][i], st->bg.dt[i], st->bg.span[i]);
+done:
+    free(t);
+    for (int k = 0; k < MAX_SETS; k++)
+        for (int i = 0; i < MAX_T; i++)
+            if (st->ptr[k][i])
+                st->dev ? frost__dev_free(st->dev, st->ptr[k][i]) : free(st->ptr[k][i]);
+    if (st->ws)
+        st->dev ? frost__dev_free(st->dev, st->ws) : free(st->ws);
+    frost_graph_destroy(st->bg.g);
+    free(st);
+}
+
+/* ---- output ----------------------------------------------------------------------------- */
+static void json_str(frost__buf *f, const char *s)
+{
+    frost__buf_printf(f, "\"");
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            frost__buf_printf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            frost__buf_printf(f, "\\u%04x", ch);
+        else
+            frost__buf_printf(f, "%c", ch);
+    }
+    frost__buf_printf(f, "\"");
+}
+
+/* Prints the table row and appends the case's JSON line to all (and to the --json file). */
+static void report(const bcase *c, const bresult *r, FILE *jf, frost__buf *all)
+{
+    char label[160];
+    frost__buf j = {0};
+    case_label(c, label, sizeof label);
+    double work = case_work(c);
+    int flops = is_sdpa(c->op);
+    json_case(&j, c);
+    if (r->status == FROST_OK) {
+        double rate = flops ? work / (r->ms * 1e-3) / 1e12 : work / (r->ms * 1e-3) / 1e9;
+        double peak = flops ? PEAK_TFLOPS : PEAK_GBPS;
+        printf("%-14s %-5s %-36s %9.4f %9.1f %s %5.0f%%%s\n", op_names[c->op], frost_dtype_name(c->dtype), label,
+               r->ms, rate, flops ? "TFLOP/s" : "GB/s   ", 100.0 * rate / peak,
+               r->nonfinite ? "  NONFINITE OUTPUT" : "");
+        frost__buf_printf(&j, ",\"ms\":%.6f,\"ms_min\":%.6f,\"%s\":%.3f,\"runs\":%d,\"sets\":%d,\"status\":\"OK\"",
+                          r->ms, r->ms_min, flops ? "tflops" : "gbps", rate, r->runs, r->sets);
+        if (r->nonfinite)
+            frost__buf_printf(&j, ",\"nonfinite\":%d", r->nonfinite);
+    } else {
+        printf("%-14s %-5s %-36s %s (%s): %s\n", op_names[c->op], frost_dtype_name(c->dtype), label,
+               r->status == FROST_NOT_SUPPORTED ? "refused" : "FAILED", frost_status_name(r->status), r->reason);
+        frost__buf_printf(&j, ",\"status\":\"%s\",\"reason\":", frost_status_name(r->status));
+        json_str(&j, r->reason);
+    }
+    frost__buf_printf(&j, "}\n");
+    frost__buf_printf(all, "%s", frost__buf_str(&j));
+    if (jf) {
+        fputs(frost__buf_str(&j), jf);
+        fflush(jf);
+    }
+    frost__buf_free(&j);
+    fflush(stdout);
+}
+
+/* ---- command line ------------------------------------------------------------------------ */
+static int usage(void)
+{
+    fprintf(stderr, "usage: frost-bench [--suite smoke|sdpa|norm|all] [--op OP[,OP]] [--b N --h N --h-kv N --s N\n"
+                    "       --s-q N --s-kv N --d N --d-v N --causal --layout bhsd|bshd] [--rows N --cols N]\n"
+                    "       [--dtype bf16|f16|f32] [--runs N] [--warmup N] [--sets N] [--seed N] [--device N]\n"
+                    "       [--json FILE] [--list] [--explain] [--cpu]\n"
+                    "  OP: sdpa_fwd sdpa_bwd rmsnorm_fwd rmsnorm_bwd layernorm_fwd layernorm_bwd\n");
+    return 2;
+}
+
+/* Parses argv into the ad-hoc case, the options and the suite/op selection; 0 on success. */
+static int parse(int argc, char **argv, bcase *c, bopts *o, const char **suite, const char **ops, const char **json)
+{
+    int64_t runs = 30, warm = 5, sets = 0, seed = 1234, dev = 0;
+    struct { const char *name; int64_t *v; } num[] = {
+        {"--b", &c->b}, {"--h", &c->h_q}, {"--h-kv", &c->h_kv}, {"--s-q", &c->s_q}, {"--s-kv", &c->s_kv},
+        {"--d", &c->d}, {"--d-v", &c->d_v}, {"--rows", &c->rows}, {"--cols", &c->cols}, {"--runs", &runs},
+        {"--warmup", &warm}, {"--sets", &sets}, {"--seed", &seed}, {"--device", &dev}};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--causal") || !strcmp(a, "--list") || !strcmp(a, "--explain") || !strcmp(a, "--cpu")) {
+            *(a[3] == 'a' ? &c->causal : a[2] == 'l' ? &o->list : a[2] == 'e' ? &o->explain : &o->cpu) = 1;
+            continue;
+        }
+        if (!v || strncmp(a, "--", 2))
+            return fprintf(stderr, "frost-bench: bad argument %s\n", a), -1;
+        i++;
+        int k = 0, nk = (int)(sizeof num / sizeof num[0]);
+        while (k < nk && strcmp(a, num[k].name))
+            k++;
+        char *end = NULL;
+        if (k < nk && (*num[k].v = strtoll(v, &end, 10), !*end))
+            continue;
+        if (k < nk)
+            return fprintf(stderr, "frost-bench: %s wants a number, got '%s'\n", a, v), -1;
+        if (!strcmp(a, "--s"))
+            c->s_q = c->s_kv = atoll(v);
+        else if (!strcmp(a, "--suite"))
+            *suite = v;
+        else if (!strcmp(a, "--op"))
+            *ops = v;
+        else if (!strcmp(a, "--json"))
+            *json = v;
+        else if (!strcmp(a, "--layout") && (!strcmp(v, "bhsd") || !strcmp(v, "bshd")))
+            c->bshd = !strcmp(v, "bshd");
+        else if (!strcmp(a, "--dtype") && (!strcmp(v, "bf16") || !strcmp(v, "f16") || !strcmp(v, "f32")))
+            c->dtype = !strcmp(v, "bf16") ? FROST_BF16 : !strcmp(v, "f16") ? FROST_F16 : FROST_F32;
+        else
+            return fprintf(stderr, "frost-bench: bad option %s %s\n", a, v), -1;
+    }
+    c->h_kv = c->h_kv ? c->h_kv : c->h_q;
+    c->d_v = c->d_v ? c->d_v : c->d;
+    if (runs < 1 || runs > 100000 || warm < 0 || warm > 100000 || sets < 0 || sets > MAX_SETS || c->b < 1 ||
+        c->h_q < 1 || c->h_kv < 1 || c->s_q < 1 || c->s_kv < 1 || c->d < 1 || c->d_v < 1 || c->rows < 1 ||
+        c->cols < 1 || dev < 0)
+        return fprintf(stderr, "frost-bench: sizes and counts must be positive (sets <= %d)\n", MAX_SETS), -1;
+    o->runs = (int)runs, o->warmup = (int)warm, o->sets = (int)sets, o->seed = (uint64_t)seed, o->device = (int)dev;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    bopts o = {0};
+    bcase adhoc = {.dtype = FROST_BF16, .b = 2, .h_q = 16, .s_q = 2048, .s_kv = 2048, .d = 128, .rows = 16384,
+                   .cols = 4096};
+    const char *suite = NULL, *ops = NULL, *json_path = NULL;
+    int rc = 1;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return usage(), 0;
+    if (parse(argc, argv, &adhoc, &o, &suite, &ops, &json_path))
+        return usage();
+    if (ops) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", ops);
+        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+            int k = 0;
+            while (k < OP_N && strcmp(tok, op_names[k]))
+                k++;
+            if (k == OP_N)
+                return fprintf(stderr, "frost-bench: unknown op '%s'\n", tok), usage();
+            adhoc.op = (bench_op)k;
+            push(adhoc);
+        }
+    }
+    if ((suite || !ops) && suite_cases(suite ? suite : "smoke"))
+        return usage();
+    if (o.list) { /* the cases as JSON lines, no GPU needed (bench/peers.py --cases reads them) */
+        for (int i = 0; i < ncases; i++) {
+            frost__buf j = {0};
+            json_case(&j, &cases[i]);
+            printf("%s}\n", frost__buf_str(&j));
+            frost__buf_free(&j);
+        }
+        return 0;
+    }
+
+    frost_context_options co = {.kind = o.cpu ? FROST_DEVICE_CPU : FROST_DEVICE_CUDA, .device_index = o.device};
+    frost_context *ctx = NULL;
+    FILE *jf = NULL;
+    frost_status s = frost_context_create(&co, &ctx);
+    if (s != FROST_OK) {
+        fprintf(stderr, "frost-bench: no usable GPU (%s): %s\n", frost_status_name(s), frost_last_error());
+        return s == FROST_NO_DEVICE ? 77 : 1;
+    }
+    if (ctx->device && (s = frost__device_make_current(ctx->device)) != FROST_OK)
+        fprintf(stderr, "frost-bench: %s: %s\n", frost_status_name(s), frost_last_error());
+    else if (json_path && !(jf = fopen(json_path, "w")))
+        perror(json_path);
+    else
+        rc = 0;
+    if (rc)
+        return frost_context_destroy(ctx), 1;
+    printf("frost-bench %s on %s\nmedian of >= %d runs after >= 100 ms warm-up; rotating input sets (>= 3 and "
+           "> 2 x L2 unless --sets); %%peak of %.0f TFLOP/s or %.0f GB/s\n",
+           frost_version(), frost_context_device_name(ctx), o.runs, PEAK_TFLOPS, PEAK_GBPS);
+    printf("%-14s %-5s %-36s %9s %9s %s %6s\n", "op", "dtype", "shape", "ms", "rate", "unit   ", "%peak");
+    pools pl = {{0}};
+    frost__buf all = {0};
+    int failed = 0;
+    for (int i = 0; i < ncases; i++) {
+        bresult r = {.status = FROST_INTERNAL};
+        time_case(ctx, &cases[i], &o, &pl, &r);
+        failed += r.status != FROST_OK && r.status != FROST_NOT_SUPPORTED;
+        report(&cases[i], &r, jf, &all);
+    }
+    if (jf)
+        fclose(jf);
+    printf("%s", frost__buf_str(&all)); /* the JSON lines, one per case */
+    printf("frost-bench: %d cases, %d failed (refusals are not failures)\n", ncases, failed);
+    frost__buf_free(&all);
+    for (int i = 0; i < 16; i++)
+        free(pl.p[i]);
+    frost_context_destroy(ctx);
+    return failed ? 1 : 0;
+}
