@@ -168,4 +168,30 @@ void frost__event_destroy(void *ev);
 frost_status frost__event_record(void *ev, void *stream);
 frost_status frost__event_elapsed_ms(void *start, void *end, float *ms);
 
+/* ------------------------------------------------------------------------------------ */
+/* Additions (appended; see src/runtime/compile.c and disk_cache.c)                      */
+/* ------------------------------------------------------------------------------------ */
+/* Number of NVRTC compilations this process has run (a disk-cache hit runs none).  Tests
+ * use it to prove that the cache worked and that concurrent processes compiled once. */
+unsigned long frost__compile_count(void);
+
+/* What ptxas reported for one entry point (frost-precompile --report; no GPU needed). */
+typedef struct frost__ptxas_info {
+    int registers;
+    int stack_bytes;       /* per-thread stack frame */
+    int spill_store_bytes; /* per thread */
+    int spill_load_bytes;
+    int static_smem;       /* bytes of static shared memory */
+} frost__ptxas_info;
+
+/* Compiles key for arch with NVRTC and --ptxas-options=-v, bypassing every cache, and
+ * parses the ptxas report of key->entry from the log (which it appends to *log; caller
+ * frees).  COMPILE_FAILED when the compile fails or ptxas reports nothing for the entry. */
+frost_status frost__compile_report(const frost__kernel_key *key, const char *arch, frost__ptxas_info *info,
+                                   frost__buf *log);
+
+/* One line saying where the disk cache is and how it is used:
+ *   "/home/u/.cache/frost (read-write)", "... (readonly)", "off (FROST_CACHE=off)". */
+void frost__cache_describe(frost__buf *out);
+
 #endif /* FROST_RUNTIME_RUNTIME_H */
