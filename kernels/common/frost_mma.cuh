@@ -107,4 +107,91 @@ FROST_DEVICE void frost_st_global_16(void *gmem, const uint32_t r[4])
                  : "memory");
 }
 
+/* ---- appended for the sdpa backward kernels (src/ops/sdpa/sdpa_bwd.cu) ---- */
+
+/* ---- Fragment loads from shared-memory tiles of 16-bit elements (warp scope) ------------
+ * A tile is row-major with `ld` elements per row (ld*2 bytes a multiple of 16).  "[m][k]"
+ * names what the rows and columns of the stored tile are in the product being formed.
+ * Lane l of an ldmatrix.x4 addresses row (l % 8) of matrix l / 8; the helpers below pick
+ * the matrices so that the registers come out in the fragment order of the layout comment
+ * at the top of this file. */
+
+/* A fragment (16x16) of a [m][k] tile at rows m0.., columns k0... */
+FROST_DEVICE void frost_frag_a(uint32_t a[4], const uint16_t *tile, int ld, int m0, int k0)
+{
+    const int lane = threadIdx.x & 31;
+    frost_ldmatrix_x4(a, tile + (m0 + (lane & 15)) * ld + k0 + (lane >> 4) * 8);
+}
+/* B fragments of two n8 tiles (n0.. and n0+8..) x k16 from a [n][k] tile (k contiguous). */
+FROST_DEVICE void frost_frag_b_nk_x2(uint32_t b0[2], uint32_t b1[2], const uint16_t *tile, int ld, int n0, int k0)
+{
+    const int lane = threadIdx.x & 31, mat = lane >> 3;
+    uint32_t r[4];
+    frost_ldmatrix_x4(r, tile + (n0 + (lane & 7) + (mat >> 1) * 8) * ld + k0 + (mat & 1) * 8);
+    b0[0] = r[0], b0[1] = r[1], b1[0] = r[2], b1[1] = r[3];
+}
+/* B fragment of one n8 tile x k16 from a [n][k] tile. */
+FROST_DEVICE void frost_frag_b_nk(uint32_t b[2], const uint16_t *tile, int ld, int n0, int k0)
+{
+    const int lane = threadIdx.x & 15;
+    frost_ldmatrix_x2(b, tile + (n0 + (lane & 7)) * ld + k0 + (lane >> 3) * 8);
+}
+/* B fragments of two n8 tiles (n0.., n0+8..) x k16 from a [k][n] tile (n contiguous). */
+FROST_DEVICE void frost_frag_b_kn_x2(uint32_t b0[2], uint32_t b1[2], const uint16_t *tile, int ld, int k0, int n0)
+{
+    const int lane = threadIdx.x & 31, mat = lane >> 3;
+    uint32_t r[4];
+    frost_ldmatrix_x4_trans(r, tile + (k0 + (lane & 7) + (mat & 1) * 8) * ld + n0 + (mat >> 1) * 8);
+    b0[0] = r[0], b0[1] = r[1], b1[0] = r[2], b1[1] = r[3];
+}
+/* B fragment of one n8 tile x k16 from a [k][n] tile. */
+FROST_DEVICE void frost_frag_b_kn(uint32_t b[2], const uint16_t *tile, int ld, int k0, int n0)
+{
+    const int lane = threadIdx.x & 15;
+    frost_ldmatrix_x2_trans(b, tile + (k0 + lane) * ld + n0);
+}
+
+#if defined(FROST_PACK2)
+/* The f32 accumulators of two adjacent n8 tiles (columns 0-7 and 8-15) re-used as the A
+ * fragment of a 16x16 operand, rounded to the I/O dtype (P and dS of attention). */
+FROST_DEVICE void frost_frag_c_to_a(uint32_t a[4], const float c0[4], const float c1[4])
+{
+    a[0] = FROST_PACK2(c0[0], c0[1]);
+    a[1] = FROST_PACK2(c0[2], c0[3]);
+    a[2] = FROST_PACK2(c1[0], c1[1]);
+    a[3] = FROST_PACK2(c1[2], c1[3]);
+}
+#endif
+
+/* ---- Block-scope tile copy: global -> shared, 16-bit elements ---------------------------
+ * Copies a rows x cols tile (cols a multiple of 8) into dst ([rows][ld]): element (r, c)
+ * comes from src[r * row_stride + c * col_stride].  Rows >= valid_rows and columns >=
+ * valid_cols (a multiple of 8) are zero-filled, so padding never feeds NaN or foreign
+ * data into a product.  vec != 0: 16-byte cp.async per 8 elements (needs col_stride 1 and
+ * 16-byte aligned rows; the caller commits and waits); else plain element loads (any
+ * strides).  Threads tid = 0..nthreads-1 share the work; the caller synchronises. */
+FROST_DEVICE void frost_tile_load_b16(uint16_t *dst, int ld, const uint16_t *src, int64_t row_stride,
+                                      int64_t col_stride, int rows, int cols, int valid_rows, int valid_cols,
+                                      int vec, int tid, int nthreads)
+{
+    const int chunks = cols >> 3;
+    for (int idx = tid; idx < rows * chunks; idx += nthreads) {
+        const int r = idx / chunks, c = (idx - r * chunks) * 8;
+        uint16_t *d = dst + r * ld + c;
+        const bool inside = r < valid_rows && c < valid_cols;
+        if (vec) {
+            frost_cp_async_16(d, inside ? src + r * row_stride + c : src, inside ? 16 : 0);
+        } else {
+            uint32_t w[4] = {0u, 0u, 0u, 0u};
+            if (inside) {
+                const uint16_t *s = src + r * row_stride + c * col_stride;
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    w[e >> 1] |= (uint32_t)s[e * col_stride] << (16 * (e & 1));
+            }
+            frost_st_shared_16(d, w);
+        }
+    }
+}
+
 #endif /* FROST_MMA_CUH */
