@@ -124,7 +124,8 @@ static uint8_t *read_file(const char *path, size_t *size)
     }
     struct stat st;
     uint8_t *data = NULL;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 0) {
+    /* No cubin comes near 1 GiB; a bigger file is not an entry and is not read. */
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 0 && st.st_size < (1 << 30)) {
         size_t want = (size_t)st.st_size;
         data = malloc(want ? want : 1);
         size_t got = 0;
