@@ -239,6 +239,9 @@ static frost_status run_nvrtc(const compile_input *in, const char *arch, const c
             *cubin_size = size;
             frost__log(FROST_LOG_INFO, "compiled kernel %s for %s in %.2f s (%zu bytes)", key_text, arch, elapsed,
                        size);
+            if (log->len > 0) {
+                frost__log(FROST_LOG_DEBUG, "NVRTC log for %s:\n%s", key_text, frost__buf_str(log));
+            }
         }
     }
     frost__nvrtc.DestroyProgram(&program);

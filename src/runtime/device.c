@@ -12,6 +12,13 @@
  * threads asking for the same kernel compile it once; different kernels compile one
  * after another, which only matters at build time.
  *
+ * Dynamic shared memory: above 48 KiB a kernel must opt in through
+ * CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES.  frost sets that limit once, when the
+ * kernel is loaded, to all the device allows beside the kernel's static shared memory
+ * (the limit reserves nothing; the launch's own size decides occupancy).  After that
+ * dyn_smem_set never changes, so launches from many threads read it without a lock, and
+ * a launch asking for more fails with a sentence instead of a driver error.
+ *
  * Every call that touches the driver first makes the device's context current on the
  * calling thread (cuCtxGetCurrent, then cuCtxSetCurrent only if it differs).
  */
@@ -221,6 +228,28 @@ static frost_status read_kernel_attrs(frost__kernel *k)
     return FROST_OK;
 }
 
+/* Raises k's dynamic shared-memory limit to what the device allows beside its static
+ * shared memory.  A refusal leaves the default limit (logged): launches above it fail. */
+static void opt_in_dynamic_smem(const frost__device *dev, frost__kernel *k, const char *key_text)
+{
+    size_t static_smem = (size_t)k->attrs.static_smem;
+    size_t most = dev->smem_per_block_optin > static_smem ? dev->smem_per_block_optin - static_smem : 0;
+    k->dyn_smem_set = DEFAULT_DYNAMIC_SMEM_LIMIT > static_smem ? DEFAULT_DYNAMIC_SMEM_LIMIT - static_smem : 0;
+    if (most <= k->dyn_smem_set) {
+        return;
+    }
+    frost__CUresult r = frost__cu.FuncSetAttribute((frost__CUfunction)k->function,
+                                                   FROST__CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)most);
+    if (r == FROST__CUDA_SUCCESS) {
+        k->dyn_smem_set = most;
+    } else {
+        char text[256];
+        frost__cu_error_text(r, text, sizeof text);
+        frost__log(FROST_LOG_WARN, "kernel %s: raising its dynamic shared memory limit to %zu bytes failed (%s); "
+                   "it keeps %zu", key_text, most, text, k->dyn_smem_set);
+    }
+}
+
 /* Loads a cubin and finds key's entry point in it. */
 static frost_status load_kernel(const frost__device *dev, const frost__kernel_key *key, const char *key_text,
                                 const void *cubin, frost__kernel **out)
@@ -229,7 +258,6 @@ static frost_status load_kernel(const frost__device *dev, const frost__kernel_ke
     if (!k) {
         return frost__fail(FROST_OUT_OF_MEMORY, "out of memory loading kernel %s", key_text);
     }
-    k->dyn_smem_set = DEFAULT_DYNAMIC_SMEM_LIMIT;
     frost__CUmodule module = NULL;
     frost__CUfunction function = NULL;
     char what[512];
@@ -248,6 +276,9 @@ static frost_status load_kernel(const frost__device *dev, const frost__kernel_ke
     k->function = function;
     if (s == FROST_OK) {
         s = read_kernel_attrs(k);
+    }
+    if (s == FROST_OK) {
+        opt_in_dynamic_smem(dev, k, key_text);
     }
     if (s != FROST_OK) {
         if (module) {
@@ -320,37 +351,15 @@ frost_status frost__kernel_get(frost__device *dev, const frost__kernel_key *key,
 }
 
 /* ---- launches ---------------------------------------------------------------------------- */
-/* Raises k's dynamic shared-memory limit to bytes.  The map's lock guards dyn_smem_set:
- * launches may come from several threads at once. */
-static frost_status raise_dynamic_smem(const frost__device *dev, frost__kernel *k, size_t bytes)
-{
-    frost_status s = FROST_OK;
-    pthread_mutex_lock(&dev->kernels->lock);
-    if (bytes > k->dyn_smem_set) {
-        frost__CUresult r = frost__cu.FuncSetAttribute((frost__CUfunction)k->function,
-                                                       FROST__CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                                       (int)bytes);
-        if (r == FROST__CUDA_SUCCESS) {
-            k->dyn_smem_set = bytes;
-        } else {
-            char what[384];
-            snprintf(what, sizeof what, "raising a kernel's dynamic shared memory to %zu bytes (device %s allows "
-                     "%zu per block, the kernel uses %d statically)", bytes, dev->name, dev->smem_per_block_optin,
-                     k->attrs.static_smem);
-            s = frost__cu_fail(r, what);
-        }
-    }
-    pthread_mutex_unlock(&dev->kernels->lock);
-    return s;
-}
-
 frost_status frost__launch(const frost__device *dev, frost__kernel *k, const frost__launch_dims *dims, void **args,
                            void *stream)
 {
-    frost_status s = frost__device_make_current(dev);
-    if (s == FROST_OK && dims->dyn_smem > DEFAULT_DYNAMIC_SMEM_LIMIT) {
-        s = raise_dynamic_smem(dev, k, dims->dyn_smem);
+    if (dims->dyn_smem > k->dyn_smem_set) {
+        return frost__fail(FROST_INTERNAL, "a launch asks for %zu bytes of dynamic shared memory; %s allows %zu "
+                           "per block and the kernel uses %d statically (its selector should have refused)",
+                           dims->dyn_smem, dev->name, dev->smem_per_block_optin, k->attrs.static_smem);
     }
+    frost_status s = frost__device_make_current(dev);
     if (s != FROST_OK) {
         return s;
     }

@@ -10,8 +10,9 @@
  *
  * With a GPU it also runs the test kernel end to end: properties, kernel_get (cached in
  * process: the same pointer twice), a launch of y = SCALE*a*x + y checked bit for bit
- * against fmaf on the host, a launch with more than 48 KiB of dynamic shared memory, a
- * second entry point of the same source, memset, events, and enforce_precompiled.
+ * against fmaf on the host, a launch with more than 48 KiB of dynamic shared memory and
+ * one asking for more than the device has (refused), a second entry point of the same
+ * source, memset, events, and enforce_precompiled.
  */
 #include <math.h>
 #include <stdio.h>
@@ -146,6 +147,13 @@ static void case_gpu_axpy(frost__device *dev)
         TU_CHECK(memcmp(y, expected, sizeof y) == 0);
         TU_CHECK(k->dyn_smem_set >= big);
     }
+    /* More than the device allows is refused with words, before the driver sees it. */
+    frost__launch_dims too_much = {{1, 1, 1}, {32, 1, 1}, dev->smem_per_block_optin + 1};
+    int zero = 0;
+    void *none = NULL;
+    void *args[] = {(void *)&a, &none, &none, &zero};
+    TU_CHECK_STATUS(frost__launch(dev, k, &too_much, args, NULL), FROST_INTERNAL);
+    TU_CHECK(strstr(frost_last_error(), "dynamic shared memory") != NULL);
 }
 
 static void case_gpu_fill_memset_events(frost__device *dev)
