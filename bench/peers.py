@@ -1,0 +1,349 @@
+#!/usr/bin/env python3
+"""peers.py - times the libraries a user would pick instead of frost, on frost-bench's
+shapes, in one process, with the protocol of docs/PERF.md: CUDA events around each run,
+warm-up first, the median of >= 20 runs, inputs rotated over several random sets whose total
+exceeds twice the L2, and the FLOP/byte counts that frost-bench uses.
+
+Peers (the "impl" key of each JSON line):
+  torch-cudnn    F.scaled_dot_product_attention under sdpa_kernel(SDPBackend.CUDNN_ATTENTION)
+  torch-flash    the same under SDPBackend.FLASH_ATTENTION (FlashAttention-2 in torch)
+  torch-eager    F.rms_norm / F.layer_norm (forward under no_grad; backward = autograd.grad
+                 of x, weight (and bias))
+  torch-compile  the same norms through torch.compile
+A peer that cannot run a case gives a line with "status" NOT_SUPPORTED (or ERROR,
+OUT_OF_MEMORY) and the reason; the run goes on.
+
+Usage:
+  python3 bench/peers.py --suite smoke|sdpa|norm|all [--json FILE]
+  frost-bench --suite sdpa --list | python3 bench/peers.py --cases -      (frost's exact cases)
+  python3 bench/peers.py --cases bench.jsonl      (the shapes of a frost-bench JSON file)
+  --impl torch-cudnn,torch-flash   --runs N (30)   --warmup N (5)   --budget SECONDS
+  --timer events|do_bench   --list (print the cases with their work; needs no torch)
+Exit: 0, 2 usage, 77 no torch or no CUDA device.
+"""
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+import warnings
+
+IMPLS = ("torch-cudnn", "torch-flash", "torch-eager", "torch-compile")
+SDPA_OPS = ("sdpa_fwd", "sdpa_bwd")
+NORM_OPS = ("rmsnorm_fwd", "rmsnorm_bwd", "layernorm_fwd", "layernorm_bwd")
+DTYPES = {"bf16": 2, "f16": 2, "f32": 4}
+
+
+# ---- the case lists of bench/cases.h (keep the two in step; --cases avoids the copy) ----
+def _sdpa_pair(b, hq, hkv, s, d, causal):
+    return [dict(op=op, dtype="bf16", b=b, h_q=hq, h_kv=hkv, s_q=s, s_kv=s, d=d, d_v=d,
+                 causal=bool(causal), layout="bhsd") for op in SDPA_OPS]
+
+
+def _norm_four(rows, cols):
+    return [dict(op=op, dtype="bf16", rows=rows, cols=cols) for op in NORM_OPS]
+
+
+def suite_cases(name):
+    out = []
+    if name in ("sdpa", "all"):
+        for d in (64, 128, 256):
+            for s in (512, 2048, 8192):
+                for causal in (0, 1):
+                    out += _sdpa_pair(16384 // s, 2048 // d, 2048 // d, s, d, causal)
+    if name in ("norm", "all"):
+        for rows, cols in ((16384, 4096), (32768, 4096), (8192, 8192), (65536, 1024),
+                           (1024, 12288), (4096, 16384)):
+            out += _norm_four(rows, cols)
+    if name == "smoke":
+        out += _sdpa_pair(2, 8, 8, 512, 64, 0) + _sdpa_pair(4, 16, 16, 1024, 128, 1)
+        out += _sdpa_pair(2, 16, 4, 1024, 128, 1)
+        out += _norm_four(4096, 4096) + _norm_four(1000, 1000)
+    if not out:
+        raise SystemExit(f"peers.py: unknown suite '{name}' (smoke, sdpa, norm, all)")
+    return out
+
+
+SHAPE_KEYS = ("op", "dtype", "b", "h_q", "h_kv", "s_q", "s_kv", "d", "d_v", "causal", "layout",
+              "rows", "cols")
+
+
+def normalize(c):
+    """The shape keys of a case (JSON line of any impl), with the defaults filled in."""
+    c = {k: c[k] for k in SHAPE_KEYS if k in c}
+    if c.get("op") in SDPA_OPS:
+        c.setdefault("h_kv", c["h_q"])
+        c.setdefault("d_v", c["d"])
+        c.setdefault("layout", "bhsd")
+        c["causal"] = bool(c.get("causal", False))
+    return c
+
+
+def read_cases(path):
+    f = sys.stdin if path == "-" else open(path)
+    seen, out = set(), []
+    for line in f:
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            c = normalize(json.loads(line))
+        except (ValueError, KeyError):
+            continue
+        key = json.dumps(c, sort_keys=True)
+        if c.get("op") in SDPA_OPS + NORM_OPS and key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
+
+
+# ---- work counts: the same conventions as frost-bench ----
+def unmasked(c):
+    """Score elements that take part: all, or the top-left causal lower triangle."""
+    sq, skv = c["s_q"], c["s_kv"]
+    if not c["causal"]:
+        n = sq * skv
+    else:
+        m = min(sq, skv)  # rows 0..m-1 see i+1 keys, later rows see all s_kv keys
+        n = m * (m + 1) // 2 + (sq - m) * skv
+    return c["b"] * c["h_q"] * n
+
+
+def work(c):
+    """FLOPs for attention, bytes for norms."""
+    if c["op"] in SDPA_OPS:
+        n, dqk, dv = unmasked(c), c["d"], c["d_v"]
+        return 2.0 * n * (dqk + dv) if c["op"] == "sdpa_fwd" else 2.0 * n * (3 * dqk + 2 * dv)
+    rc = c["rows"] * c["cols"] * DTYPES[c["dtype"]]
+    return (2.0 if c["op"].endswith("_fwd") else 3.0) * rc
+
+
+def label(c):
+    if c["op"] in SDPA_OPS:
+        return (f"b={c['b']} h={c['h_q']}/{c['h_kv']} s={c['s_q']}/{c['s_kv']} d={c['d']}"
+                + (" causal" if c["causal"] else "") + (" bshd" if c["layout"] == "bshd" else ""))
+    return f"{c['rows']} x {c['cols']}"
+
+
+def impls_for(c, wanted):
+    own = ("torch-cudnn", "torch-flash") if c["op"] in SDPA_OPS else ("torch-eager", "torch-compile")
+    return [i for i in own if i in wanted]
+
+
+# ---- timing ----
+class Bench:
+    def __init__(self, torch, args):
+        self.torch, self.args = torch, args
+        props = torch.cuda.get_device_properties(0)
+        self.l2 = getattr(props, "L2_cache_size", 0) or 50 * 2**20
+        self.mem = props.total_memory
+        self.gen = torch.Generator(device="cuda")
+        self.gen.manual_seed(args.seed)
+
+    def rand(self, shape, dtype, grad=False):
+        """Uniform [-1, 1) on the device, seeded; never an all-zero tensor."""
+        t = torch_rand(self.torch, shape, dtype, self.gen)
+        return t.requires_grad_(True) if grad else t
+
+    def nsets(self, set_bytes):
+        n = 3 if set_bytes * 3 >= 2 * self.l2 else math.ceil(2 * self.l2 / max(set_bytes, 1))
+        while n > 1 and n * set_bytes > 0.4 * self.mem:
+            n -= 1
+        return min(n, 64)
+
+    def time(self, fns):
+        """Median/min ms of one call, rotating over fns (one closure per input set)."""
+        torch, a = self.torch, self.args
+        if a.timer == "do_bench":
+            import triton.testing
+            it = iter(range(1 << 62))
+            f = lambda: fns[next(it) % len(fns)]()  # noqa: E731
+            ms = triton.testing.do_bench(f, warmup=100, rep=max(50, a.runs * 2), return_mode="median")
+            return ms, ms, 0
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        fns[0]()
+        e1.record()
+        torch.cuda.synchronize()
+        first = max(e0.elapsed_time(e1), 1e-3)
+        warm = max(a.warmup, min(2000, int(100 / first)))
+        runs = max(a.runs, min(2000, int(50 / first)))
+        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(runs)]
+        for i in range(warm):
+            fns[(1 + i) % len(fns)]()
+        # A spin kernel holds the GPU while the host queues the timed runs, so Python's
+        # launch overhead does not show up as gaps inside the events.
+        if hasattr(torch.cuda, "_sleep"):
+            torch.cuda._sleep(min(int(4e8), runs * 200000))
+        for i in range(runs):
+            ev[i][0].record()
+            fns[(1 + warm + i) % len(fns)]()
+            ev[i][1].record()
+        torch.cuda.synchronize()
+        t = sorted(s.elapsed_time(e) for s, e in ev)
+        return statistics.median(t), t[0], runs
+
+
+def torch_rand(torch, shape, dtype, gen):
+    t = torch.rand(shape, device="cuda", dtype=torch.float32, generator=gen).mul_(2).sub_(1)
+    return t.to(dtype)
+
+
+def sdpa_sets(bench, c, impl):
+    torch = bench.torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    backend = SDPBackend.CUDNN_ATTENTION if impl == "torch-cudnn" else SDPBackend.FLASH_ATTENTION
+    dt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[c["dtype"]]
+    b, hq, hkv, sq, skv, d, dv = (c[k] for k in ("b", "h_q", "h_kv", "s_q", "s_kv", "d", "d_v"))
+    bwd = c["op"] == "sdpa_bwd"
+    el = DTYPES[c["dtype"]]
+    set_bytes = el * (b * hq * sq * (d + dv) + b * hkv * skv * (d + dv)) * (2 if bwd else 1)
+    kw = dict(is_causal=c["causal"])
+    if hq != hkv:
+        kw["enable_gqa"] = True
+
+    def mk(h, s, dd):
+        if c["layout"] == "bshd":
+            return bench.rand((b, s, h, dd), dt, bwd).transpose(1, 2)
+        return bench.rand((b, h, s, dd), dt, bwd)
+
+    fns = []
+    with sdpa_kernel([backend]):
+        for _ in range(bench.nsets(set_bytes)):
+            q, k, v = mk(hq, sq, d), mk(hkv, skv, d), mk(hkv, skv, dv)
+            if not bwd:
+                fns.append(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, **kw))
+                continue
+            o = F.scaled_dot_product_attention(q, k, v, **kw)
+            do = bench.rand(o.shape, dt)
+            fns.append(lambda o=o, q=q, k=k, v=v, do=do:
+                       torch.autograd.grad(o, (q, k, v), do, retain_graph=True))
+        return bench.time(fns)
+
+
+def norm_sets(bench, c, impl):
+    torch = bench.torch
+    import torch.nn.functional as F
+    dt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[c["dtype"]]
+    rows, cols, op = c["rows"], c["cols"], c["op"]
+    ln, bwd = op.startswith("layernorm"), op.endswith("_bwd")
+
+    def f(x, w, bias):
+        if ln:
+            return F.layer_norm(x, (cols,), w, bias, 1e-5)
+        return F.rms_norm(x, (cols,), w, 1e-5)
+
+    if impl == "torch-compile":
+        torch._dynamo.reset()
+        f = torch.compile(f, dynamic=False)
+    set_bytes = DTYPES[c["dtype"]] * rows * cols * (4 if bwd else 2)
+    fns = []
+    for _ in range(bench.nsets(set_bytes)):
+        x = bench.rand((rows, cols), dt, bwd)
+        w = bench.rand((cols,), dt, bwd)
+        bias = bench.rand((cols,), dt, bwd) if ln else None
+        if not bwd:
+            def fwd(x=x, w=w, bias=bias):
+                with torch.no_grad():
+                    return f(x, w, bias)
+            fns.append(fwd)
+            continue
+        y = f(x, w, bias)
+        dy = bench.rand((rows, cols), dt)
+        wrt = (x, w, bias) if ln else (x, w)
+        fns.append(lambda y=y, dy=dy, wrt=wrt: torch.autograd.grad(y, wrt, dy, retain_graph=True))
+    return bench.time(fns)
+
+
+def run_one(bench, c, impl):
+    """Returns the JSON record of one (case, impl)."""
+    torch = bench.torch
+    rec = dict(impl=impl, **c)
+    caught = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ms, ms_min, runs = (sdpa_sets if c["op"] in SDPA_OPS else norm_sets)(bench, c, impl)
+        rate_key = "tflops" if c["op"] in SDPA_OPS else "gbps"
+        rate = work(c) / (ms * 1e-3) / (1e12 if rate_key == "tflops" else 1e9)
+        rec.update(ms=round(ms, 6), ms_min=round(ms_min, 6), runs=runs, status="OK")
+        rec[rate_key] = round(rate, 3)
+    except torch.cuda.OutOfMemoryError as e:
+        rec.update(status="OUT_OF_MEMORY", reason=str(e).splitlines()[0][:300])
+    except Exception as e:  # a refusal (no kernel for this shape) or a peer's failure
+        msg = " ".join(str(e).split())[:300] or type(e).__name__
+        refused = "No available kernel" in msg or "not supported" in msg.lower()
+        # torch says why a backend refused in warnings, not in the exception
+        why = "; ".join(" ".join(str(w.message).split())[:200] for w in caught[:3])
+        rec.update(status="NOT_SUPPORTED" if refused else "ERROR",
+                   reason=f"{type(e).__name__}: {msg}" + (f" [{why}]" if why else ""))
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    return rec
+
+
+def main():
+    p = argparse.ArgumentParser(description="Time frost's peers on frost-bench's shapes.")
+    p.add_argument("--suite", default=None, help="smoke, sdpa, norm or all (default smoke)")
+    p.add_argument("--cases", default=None, help="JSON lines with the cases ('-' = stdin)")
+    p.add_argument("--impl", default=",".join(IMPLS), help="comma list of " + ", ".join(IMPLS))
+    p.add_argument("--runs", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--timer", choices=("events", "do_bench"), default="events")
+    p.add_argument("--budget", type=float, default=0, help="seconds; later cases are SKIPPED")
+    p.add_argument("--json", default=None, help="also write the JSON lines to this file")
+    p.add_argument("--list", action="store_true", help="print the cases and their work, no torch")
+    a = p.parse_args()
+    wanted = [i for i in a.impl.split(",") if i]
+    if any(i not in IMPLS for i in wanted) or a.runs < 1 or a.warmup < 0:
+        p.error(f"--impl takes {', '.join(IMPLS)}; --runs >= 1, --warmup >= 0")
+    cases = read_cases(a.cases) if a.cases else []
+    if a.suite or not a.cases:
+        cases += suite_cases(a.suite or "smoke")
+    if a.list:
+        for c in cases:
+            print(json.dumps(dict(c, work=work(c), impls=impls_for(c, wanted))))
+        return 0
+    try:
+        import torch
+    except ImportError as e:
+        print(f"peers.py: no torch ({e})", file=sys.stderr)
+        return 77
+    if not torch.cuda.is_available():
+        print("peers.py: torch sees no CUDA device", file=sys.stderr)
+        return 77
+    bench = Bench(torch, a)
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    print(f"peers.py: torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {cudnn}, "
+          f"{torch.cuda.get_device_name(0)}, L2 {bench.l2 >> 20} MiB; timer {a.timer}")
+    print(f"{'impl':<14} {'op':<14} {'shape':<36} {'ms':>9} {'rate':>9}")
+    jf = open(a.json, "w") if a.json else None
+    lines, t0 = [], time.monotonic()
+    for c in cases:
+        for impl in impls_for(c, wanted):
+            if a.budget and time.monotonic() - t0 > a.budget:
+                rec = dict(impl=impl, **c, status="SKIPPED", reason=f"over the {a.budget:g} s budget")
+            else:
+                rec = run_one(bench, c, impl)
+            if rec["status"] == "OK":
+                unit = "TFLOP/s" if "tflops" in rec else "GB/s"
+                rate = rec.get("tflops", rec.get("gbps"))
+                print(f"{impl:<14} {c['op']:<14} {label(c):<36} {rec['ms']:9.4f} {rate:9.1f} {unit}")
+            else:
+                print(f"{impl:<14} {c['op']:<14} {label(c):<36} {rec['status']}: {rec['reason']}")
+            line = json.dumps(rec)
+            lines.append(line)
+            if jf:
+                jf.write(line + "\n")
+                jf.flush()
+            sys.stdout.flush()
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""report.py - merges the JSON lines of frost-bench and bench/peers.py into markdown tables
+with frost/peer ratios (ratio = frost's TFLOP/s or GB/s over the peer's, so > 1 means frost
+is faster), one table for attention and one for normalization, a geometric-mean summary
+per op and peer, and footnotes with the reasons of every refusal or failure.
+
+  python3 bench/report.py bench.jsonl peers.jsonl [--out report.md] [--title T] [--meta LINE]...
+
+Input lines that do not start with '{' are ignored, so whole logs can be passed.  Lines are
+matched on their shape keys (op, dtype, b, h_q, h_kv, s_q, s_kv, d, d_v, causal, layout /
+rows, cols); for one shape and impl the last line read wins.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peers import IMPLS, SDPA_OPS, normalize  # noqa: E402  (one definition of the keys)
+
+
+def load(paths):
+    """{shape key: {impl: record}} in the order shapes first appear."""
+    table = {}
+    for path in paths:
+        with (sys.stdin if path == "-" else open(path)) as f:
+            for line in f:
+                line = line.strip()
+                if not line.startswith("{"):
+                    continue
+                try:
+                    rec = json.loads(line)
+                    key = json.dumps(normalize(rec), sort_keys=True)
+                except (ValueError, KeyError, TypeError):
+                    continue
+                if "op" in rec and "impl" in rec:
+                    table.setdefault(key, {})[rec["impl"]] = rec
+    return table
+
+
+class Notes:
+    """Numbered footnotes for records that carry no number."""
+
+    def __init__(self):
+        self.items = {}
+
+    def mark(self, rec, what):
+        text = f"{rec['impl']} {rec['op']} {what}: {rec.get('status', '?')}: {rec.get('reason', '')}"
+        n = self.items.setdefault(text, len(self.items) + 1)
+        return f"{rec.get('status', '?').lower()}[^{n}]"
+
+
+def rate_of(rec):
+    if rec and rec.get("status", "OK") == "OK":
+        return rec.get("tflops", rec.get("gbps"))
+    return None
+
+
+def fmt(v):
+    return "" if v is None else (f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}")
+
+
+def shape_cells(c):
+    if c["op"] in SDPA_OPS:
+        extra = (f" d_v={c['d_v']}" if c["d_v"] != c["d"] else "") + (" bshd" if c["layout"] == "bshd" else "")
+        heads = f"{c['h_q']}" if c["h_q"] == c["h_kv"] else f"{c['h_q']}/{c['h_kv']}"
+        s = f"{c['s_q']}" if c["s_q"] == c["s_kv"] else f"{c['s_q']}/{c['s_kv']}"
+        return [c["op"], str(c["d"]) + extra, s, "yes" if c["causal"] else "no", f"{c['b']}×{heads}"]
+    return [c["op"], f"{c['rows']} × {c['cols']}"]
+
+
+def section(title, unit, rows, notes, ratios):
+    """One markdown table; rows = [(case, {impl: rec})]."""
+    if not rows:
+        return []
+    found = {i for _, recs in rows for i in recs if i != "frost"}
+    peers = [i for i in IMPLS if i in found] + sorted(found - set(IMPLS))
+    head = (["op", "d", "s", "causal", "b×h"] if rows[0][0]["op"] in SDPA_OPS else ["op", "rows × hidden"])
+    head += ["frost"] + peers + [f"frost/{p.replace('torch-', '')}" for p in peers]
+    out = [f"### {title} ({unit})", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for c, recs in rows:
+        what = " ".join(shape_cells(c)[1:])
+        cells = shape_cells(c)
+        fr = rate_of(recs.get("frost"))
+        for impl in ["frost"] + peers:
+            rec = recs.get(impl)
+            cells.append(fmt(rate_of(rec)) if rate_of(rec) is not None else
+                         notes.mark(rec, what) if rec else "")
+        for p in peers:
+            pr = rate_of(recs.get(p))
+            if fr and pr:
+                cells.append(f"{fr / pr:.2f}")
+                ratios.setdefault((c["op"], p), []).append(fr / pr)
+            else:
+                cells.append("")
+        out.append("| " + " | ".join(cells) + " |")
+    return out + [""]
+
+
+def render(table, title, meta):
+    notes, ratios = Notes(), {}
+    cases = [(json.loads(k), recs) for k, recs in table.items()]
+    attn = [(c, r) for c, r in cases if c["op"] in SDPA_OPS]
+    norm = [(c, r) for c, r in cases if c["op"] not in SDPA_OPS]
+    out = [f"## {title}", ""] + [f"- {m}" for m in meta] + ([""] if meta else [])
+    out += ["Rates are medians (TFLOP/s for attention, GB/s for norms, counted as in docs/PERF.md); "
+            "a ratio is frost's rate over the peer's (> 1: frost is faster).", ""]
+    out += section("Attention", "TFLOP/s", attn, notes, ratios)
+    out += section("Normalization", "GB/s", norm, notes, ratios)
+    if ratios:
+        out += ["### Summary: geometric mean of frost/peer", "", "| op | peer | cases | frost/peer |",
+                "|---|---|---|---|"]
+        for (op, peer), v in ratios.items():
+            g = math.exp(sum(math.log(x) for x in v) / len(v))
+            out.append(f"| {op} | {peer} | {len(v)} | {g:.2f} |")
+        out.append("")
+    if not cases:
+        out += ["No JSON lines were found in the input.", ""]
+    for text, n in notes.items.items():
+        out.append(f"[^{n}]: {text}")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def main():
+    p = argparse.ArgumentParser(description="Merge frost-bench and peers.py JSON lines into markdown.")
+    p.add_argument("files", nargs="+", help="JSON-lines files or logs ('-' = stdin)")
+    p.add_argument("--out", default=None, help="also write the markdown here")
+    p.add_argument("--title", default="frost vs peers")
+    p.add_argument("--meta", action="append", default=[], help="a bullet line under the title")
+    a = p.parse_args()
+    text = render(load(a.files), a.title, a.meta)
+    sys.stdout.write(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
