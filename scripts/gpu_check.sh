@@ -98,7 +98,7 @@ step_sanitizer() {
         mapfile -t tests < <(ctest --test-dir "$BUILD" -N -L gpu | sed -n 's/^ *Test *#[0-9]*: *//p')
     fi
     # small bench cases first (every op once at a small shape, one run, one set), then the tests
-    local small=(--runs 1 --warmup 0 --sets 1 --b 1 --h 4 --h-kv 2 --s 384 --rows 300 --cols 1000)
+    local small=(--exact --runs 1 --warmup 0 --sets 1 --b 1 --h 4 --h-kv 2 --s 384 --rows 300 --cols 1000)
     local targets=("$BENCH --op sdpa_fwd,sdpa_bwd,rmsnorm_fwd,rmsnorm_bwd,layernorm_fwd,layernorm_bwd --d 128 --causal ${small[*]}"
         "$BENCH --op sdpa_fwd,sdpa_bwd --d 64 ${small[*]}")
     for t in "${tests[@]}"; do targets+=("$BUILD/tests/$t"); done

@@ -11,6 +11,7 @@
  *   frost-bench --op rmsnorm_fwd --rows 16384 --cols 4096
  *   --dtype bf16|f16|f32  --layout bhsd|bshd  --runs N (30)  --warmup N (5)  --sets N
  *   --seed N  --device N  --explain (print frost_graph_explain per case)
+ *   --exact (exactly --warmup and --runs; otherwise both grow to ~100 ms and ~50 ms)
  * --list prints the cases as JSON lines and needs no GPU.  --cpu runs the same harness on the
  * CPU reference engine (host memory, wall clock): a check of the tool, not a performance
  * number.  Exit: 0 all cases ran or were refused, 1 a case failed, 2 usage, 77 no GPU.
@@ -37,7 +38,7 @@
 #define MAX_SETS 256
 
 typedef struct bopts {
-    int runs, warmup, sets, device, list, explain, cpu;
+    int runs, warmup, sets, device, list, explain, cpu, exact;
     uint64_t seed;
 } bopts;
 
@@ -330,9 +331,8 @@ static frost_status setup(bstate *st, const bcase *c, const bopts *o, pools *pl,
     frost_status s = is_sdpa(c->op) ? build_sdpa(c, &st->bg) : build_norm(c, &st->bg);
     if (s)
         return fail(r, s, "add"), s;
-    if ((s = frost_graph_build(st->bg.g, NULL)))
-        return fail(r, s, "build"), s;
-    if (o->explain) {
+    s = frost_graph_build(st->bg.g, NULL);
+    if (o->explain) { /* the choice, or every engine's refusal */
         size_t len = 0;
         frost_graph_explain(st->bg.g, NULL, 0, &len);
         char *txt = malloc(len + 1);
@@ -340,6 +340,8 @@ static frost_status setup(bstate *st, const bcase *c, const bopts *o, pools *pl,
             fprintf(stderr, "%s\n", txt);
         free(txt);
     }
+    if (s)
+        return fail(r, s, "build"), s;
     if ((s = resolve(&st->bg)) || (s = frost_graph_workspace_size(st->bg.g, &wsb)))
         return fail(r, s, "resolve"), s;
     for (int i = 0; i < st->bg.nt; i++)
@@ -426,9 +428,9 @@ static void time_case(frost_context *ctx, const bcase *c, const bopts *o, pools 
         goto done;
     }
     int warm = o->warmup, runs = o->runs;
-    if (first > 0 && warm < 100.0 / first)
+    if (!o->exact && first > 0 && warm < 100.0 / first)
         warm = 100.0 / first < 2000 ? (int)(100.0 / first) : 2000;
-    if (first > 0 && runs < 50.0 / first)
+    if (!o->exact && first > 0 && runs < 50.0 / first)
         runs = 50.0 / first < 2000 ? (int)(50.0 / first) : 2000;
     if (!(t = calloc((size_t)runs, sizeof *t))) {
         fail(r, FROST_OUT_OF_MEMORY, "host alloc");
@@ -517,7 +519,7 @@ static int usage(void)
     fprintf(stderr, "usage: frost-bench [--suite smoke|sdpa|norm|all] [--op OP[,OP]] [--b N --h N --h-kv N --s N\n"
                     "       --s-q N --s-kv N --d N --d-v N --causal --layout bhsd|bshd] [--rows N --cols N]\n"
                     "       [--dtype bf16|f16|f32] [--runs N] [--warmup N] [--sets N] [--seed N] [--device N]\n"
-                    "       [--json FILE] [--list] [--explain] [--cpu]\n"
+                    "       [--json FILE] [--list] [--explain] [--cpu] [--exact]\n"
                     "  OP: sdpa_fwd sdpa_bwd rmsnorm_fwd rmsnorm_bwd layernorm_fwd layernorm_bwd\n");
     return 2;
 }
@@ -532,8 +534,14 @@ static int parse(int argc, char **argv, bcase *c, bopts *o, const char **suite, 
         {"--warmup", &warm}, {"--sets", &sets}, {"--seed", &seed}, {"--device", &dev}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--causal") || !strcmp(a, "--list") || !strcmp(a, "--explain") || !strcmp(a, "--cpu")) {
-            *(a[3] == 'a' ? &c->causal : a[2] == 'l' ? &o->list : a[2] == 'e' ? &o->explain : &o->cpu) = 1;
+        struct { const char *name; int *v; } flags[] = {
+            {"--causal", &c->causal}, {"--list", &o->list}, {"--explain", &o->explain}, {"--cpu", &o->cpu},
+            {"--exact", &o->exact}};
+        int f = 0, nf = (int)(sizeof flags / sizeof flags[0]);
+        while (f < nf && strcmp(a, flags[f].name))
+            f++;
+        if (f < nf) {
+            *flags[f].v = 1;
             continue;
         }
         if (!v || strncmp(a, "--", 2))
