@@ -7,6 +7,7 @@ exceeds twice the L2, and the FLOP/byte counts that frost-bench uses.
 Peers (the "impl" key of each JSON line):
   torch-cudnn    F.scaled_dot_product_attention under sdpa_kernel(SDPBackend.CUDNN_ATTENTION)
   torch-flash    the same under SDPBackend.FLASH_ATTENTION (FlashAttention-2 in torch)
+                 (forward on inputs without requires_grad; backward = autograd.grad of q, k, v)
   torch-eager    F.rms_norm / F.layer_norm (forward under no_grad; backward = autograd.grad
                  of x, weight (and bias))
   torch-compile  the same norms through torch.compile
@@ -237,7 +238,8 @@ def norm_sets(bench, c, impl):
         return F.rms_norm(x, (cols,), w, 1e-5)
 
     if impl == "torch-compile":
-        torch._dynamo.reset()
+        import torch._dynamo
+        torch._dynamo.reset()  # a fresh cache per shape: no recompile limit, no stale guards
         f = torch.compile(f, dynamic=False)
     set_bytes = DTYPES[c["dtype"]] * rows * cols * (4 if bwd else 2)
     fns = []
