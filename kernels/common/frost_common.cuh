@@ -105,4 +105,44 @@ FROST_DEVICE float frost_warp_max(float v)
 #define FROST_LOG2E 1.4426950408889634f
 #define FROST_LN2 0.6931471805599453f
 
+/* ---- appended: 16-byte global accesses and sub-warp sums (norm kernels) ----
+ * Element dtype codes, equal to frost_dtype's values, for kernel keys that name the dtype
+ * of a secondary tensor (a norm's scale or bias): -D SCALE_DT=1 means f32. */
+#define FROST_DT_NONE 0
+#define FROST_DT_F32 1
+#define FROST_DT_F16 2
+#define FROST_DT_BF16 3
+
+/* 16-byte load of data read exactly once: skips L1 so that reused data stays there.
+ * p must be 16-byte aligned. */
+FROST_DEVICE void frost_ld_stream_v4(uint32_t r[4], const void *p)
+{
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "l"(p));
+}
+/* 16-byte load of read-only data that is reused (weights): cached in L1. */
+FROST_DEVICE void frost_ld_cached_v4(uint32_t r[4], const void *p)
+{
+    asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "l"(p));
+}
+/* 16-byte store; p must be 16-byte aligned. */
+FROST_DEVICE void frost_st_v4(void *p, const uint32_t r[4])
+{
+    asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
+/* Sum over aligned groups of `width` lanes (a power of two <= 32); every lane of the
+ * warp must call it, and each lane gets its group's sum.  Fixed order: deterministic. */
+FROST_DEVICE float frost_group_sum(float v, int width)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        if (o < width)
+            v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
 #endif /* FROST_COMMON_CUH */

@@ -72,4 +72,12 @@ extern const frost__op_impl frost__norm_bwd_ref;
 extern const frost__op_impl frost__norm_fwd_cuda;
 extern const frost__op_impl frost__norm_bwd_cuda;
 
+/* Kernel keys the cuda norm engine builds for typical problems (LayerNorm and RMSNorm,
+ * forward and backward, f32/f16/bf16, common hidden sizes 128..32768, scale in f32 or the
+ * I/O dtype, with and without bias / d_bias), plus the backward's reduce kernel: the list
+ * frost-precompile compiles.  Writes at most cap keys (keys may be NULL when cap is 0)
+ * and returns how many there are.  Defined in norm_cuda.c. */
+struct frost__kernel_key;
+int frost__norm_cuda_keys(struct frost__kernel_key *keys, int cap);
+
 #endif /* FROST_OPS_NORM_H */

@@ -1,0 +1,353 @@
+/*
+ * norm_bwd.cu - LayerNorm and RMSNorm backward: dx for every row, and per row group the
+ * column sums that become d_scale and d_bias.
+ *
+ * Layout legend: X, dY, dX are [rows, cols] (row strides, unit stride in a row); scale
+ * [cols]; saved mean / inv_std f32, one per row.  Per row, with g = dy * w_eff and
+ * x_hat = (x - mean) * rstd:
+ *     LayerNorm  dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat))
+ *     RMSNorm    dx = rstd * (g - x_hat * mean(g * x_hat))
+ *     d_scale += dy * x_hat,   d_bias += dy       (summed over rows)
+ * Missing saved statistics are recomputed from the register-resident x (two-pass mean
+ * and centred variance, with epsilon), exactly as the reference engine does.
+ *
+ * Parameter gradients, deterministically.  Block b owns the contiguous rows
+ * [b * rows_per_block, (b + 1) * rows_per_block); its row group r takes every
+ * ROWS_PER_BLOCK-th of them starting at r and keeps, in registers, running sums for the
+ * columns it holds.  At the end each group writes its sums to its own row
+ * (b * ROWS_PER_BLOCK + r) of a f32 partial buffer in the workspace, and
+ * norm_bwd_reduce.cu adds the partial rows in index order.  Every sum has a fixed order
+ * that depends only on the plan (grid size, rows), never on timing, so d_scale and d_bias
+ * are bitwise repeatable run to run, with or without the `deterministic` flag.
+ *
+ * The grid is persistent (the host sizes it to the resident blocks, fewer when rows are
+ * few, so that the partial buffer stays small next to the tensors), and each row group
+ * prefetches the next row's x, dy and saved statistics before it computes the current one.
+ *
+ * The chunked path (keys with LOOPED, and the misaligned fallback of vector keys) walks
+ * each row several times in chunks and accumulates into its partial row in global
+ * memory (each column of that row has one owner thread, so this is race-free and
+ * deterministic too).
+ *
+ * Extra defines: ZERO_CENTERED, LOOPED, DSCALE (produce d_scale partials), DBIAS.
+ */
+#include "norm_kernel.cuh"
+
+#if defined(KIND_LAYER) == defined(KIND_RMS)
+#error "define exactly one of KIND_LAYER and KIND_RMS"
+#endif
+
+/* Per-row statistics of the thread's units; every thread of the block calls it.  Uses the
+ * saved values when present (mean_s / rstd_s), else reduces over the row group. */
+FROST_DEVICE void bwd_stats(const norm_bwd_params *p, const uint32_t *x, int lane, int cols, float mean_s,
+                            float rstd_s, float *red, const int vec, const int units, float *mean, float *rstd)
+{
+#if defined(KIND_LAYER)
+    float mean_c = 0.0f;
+    if (!p->mean || !p->inv_std) {
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < units * vec; i++)
+            s += norm_elem(x, i, vec);
+        mean_c = norm_group_sum(s, red) * p->inv_cols;
+    }
+    *mean = p->mean ? mean_s : mean_c;
+#else
+    const float mean_c = 0.0f;
+    *mean = 0.0f;
+#endif
+    if (p->inv_std) {
+        *rstd = rstd_s;
+    } else {
+        float q = 0.0f;
+#pragma unroll
+        for (int k = 0; k < units; k++) {
+            if (norm_unit_valid(k, lane, cols, vec)) {
+#pragma unroll
+                for (int j = 0; j < vec; j++) {
+                    const float d = norm_elem(x, k * vec + j, vec) - mean_c;
+                    q = fmaf(d, d, q);
+                }
+            }
+        }
+        *rstd = rsqrtf(norm_group_sum(q, red) * p->inv_cols + p->epsilon);
+    }
+}
+
+/* Adds the thread's share of sum(g) and sum(g * x_hat). */
+FROST_DEVICE void bwd_partial_dots(const norm_bwd_params *p, const uint32_t *x, const uint32_t *dy, int lane, int cols,
+                                   int c0, float mean, float rstd, const int vec, const int units, float *sg,
+                                   float *sgx)
+{
+#pragma unroll
+    for (int k = 0; k < units; k++) {
+        const int col = (k * GROUP + lane) * vec;
+        if (col < cols) {
+            float w[VEC];
+            norm_load_weight(w, p->scale, c0 + col, vec);
+#pragma unroll
+            for (int j = 0; j < vec; j++) {
+                const float xhat = (norm_elem(x, k * vec + j, vec) - mean) * rstd;
+                const float g = norm_elem(dy, k * vec + j, vec) * w[j];
+                *sg += g;
+                *sgx = fmaf(g, xhat, *sgx);
+            }
+        }
+    }
+}
+
+/* Writes dx for the thread's units and adds dy * x_hat and dy to the column sums acc_w and
+ * acc_b (indexed by the thread's element i = k * vec + j). */
+FROST_DEVICE void bwd_write_dx(const norm_bwd_params *p, const uint32_t *x, const uint32_t *dy, frost_io *dxrow,
+                               int lane, int cols, int c0, float mean, float rstd, float mg, float mgx,
+                               const int vec, const int units, float *acc_w, float *acc_b)
+{
+#pragma unroll
+    for (int k = 0; k < units; k++) {
+        const int col = (k * GROUP + lane) * vec;
+        if (col < cols) {
+            float w[VEC], out[VEC];
+            norm_load_weight(w, p->scale, c0 + col, vec);
+#pragma unroll
+            for (int j = 0; j < vec; j++) {
+                const float xhat = (norm_elem(x, k * vec + j, vec) - mean) * rstd;
+                const float d = norm_elem(dy, k * vec + j, vec);
+                out[j] = rstd * (d * w[j] - mg - xhat * mgx);
+#if defined(DSCALE)
+                acc_w[k * vec + j] = fmaf(d, xhat, acc_w[k * vec + j]);
+#endif
+#if defined(DBIAS)
+                acc_b[k * vec + j] += d;
+#endif
+            }
+            norm_store_unit(dxrow, c0 + col, out, vec);
+        }
+    }
+    (void)acc_w, (void)acc_b;
+}
+
+/* Stores (first) or adds `units` units of sums into a partial row at column offset c0. */
+FROST_DEVICE void bwd_store_partial(float *prow, const float *acc, int lane, int cols, int c0, bool add,
+                                    const int vec, const int units)
+{
+#pragma unroll
+    for (int k = 0; k < units; k++) {
+        const int col = (k * GROUP + lane) * vec;
+        if (col < cols) {
+#pragma unroll
+            for (int j = 0; j < vec; j++)
+                prow[c0 + col + j] = add ? prow[c0 + col + j] + acc[k * vec + j] : acc[k * vec + j];
+        }
+    }
+}
+
+FROST_DEVICE float *bwd_partial_row(float *base, const norm_bwd_params *p)
+{
+    const int group = threadIdx.x / GROUP;
+    return base ? base + ((int64_t)blockIdx.x * ROWS_PER_BLOCK + group) * p->partial_stride : 0;
+}
+
+#if !defined(LOOPED)
+/* Prefetching doubles the raw registers of x and dy; see the budget note in norm_fwd.cu. */
+#define PREFETCH (ELEMS * IO_BYTES <= (BLOCK < 1024 ? 64 : 32))
+
+FROST_DEVICE void bwd_load(const norm_bwd_params *p, int64_t row, int lane, const int vec, const int units,
+                           uint32_t *x, uint32_t *dy, float *mean_s, float *rstd_s)
+{
+    norm_load_row(x, (const frost_io *)p->x + row * p->x_row_stride, lane, p->cols, vec, units);
+    norm_load_row(dy, (const frost_io *)p->dy + row * p->dy_row_stride, lane, p->cols, vec, units);
+    *mean_s = p->mean ? p->mean[row * p->mean_stride] : 0.0f;
+    *rstd_s = p->inv_std ? p->inv_std[row * p->inv_std_stride] : 1.0f;
+}
+
+/* Register-resident rows (see the essay at the top). */
+FROST_DEVICE void bwd_rows(const norm_bwd_params *p, const int vec)
+{
+    __shared__ float red[2 * BLOCK / 32];
+    const int units = ELEMS / vec;
+    const int group = threadIdx.x / GROUP, lane = threadIdx.x % GROUP;
+    const int64_t start = (int64_t)blockIdx.x * p->rows_per_block;
+    const int64_t end = start + p->rows_per_block < p->rows ? start + p->rows_per_block : p->rows;
+    float acc_w[ELEMS], acc_b[ELEMS];
+    uint32_t x[ELEMS], dy[ELEMS];
+    float mean_s = 0.0f, rstd_s = 1.0f;
+#pragma unroll
+    for (int i = 0; i < ELEMS; i++) {
+        acc_w[i] = acc_b[i] = 0.0f;
+        x[i] = dy[i] = 0u;
+    }
+    int64_t row = start + group;
+#if PREFETCH
+    uint32_t nx[ELEMS], ndy[ELEMS];
+    float nmean = 0.0f, nrstd = 1.0f;
+    if (row < end)
+        bwd_load(p, row, lane, vec, units, x, dy, &mean_s, &rstd_s);
+#endif
+
+    /* The loop bound is the block's first row, so every thread runs the same trips. */
+    for (int64_t first = start; first < end; first += ROWS_PER_BLOCK, row += ROWS_PER_BLOCK) {
+        const bool active = row < end;
+#if PREFETCH
+        if (row + ROWS_PER_BLOCK < end)
+            bwd_load(p, row + ROWS_PER_BLOCK, lane, vec, units, nx, ndy, &nmean, &nrstd);
+#else
+        if (active)
+            bwd_load(p, row, lane, vec, units, x, dy, &mean_s, &rstd_s);
+#endif
+        float mean, rstd;
+        bwd_stats(p, x, lane, p->cols, mean_s, rstd_s, red, vec, units, &mean, &rstd);
+        float sg = 0.0f, sgx = 0.0f;
+        bwd_partial_dots(p, x, dy, lane, p->cols, 0, mean, rstd, vec, units, &sg, &sgx);
+        norm_group_sum2(&sg, &sgx, red);
+#if defined(KIND_LAYER)
+        const float mg = sg * p->inv_cols;
+#else
+        const float mg = 0.0f;
+#endif
+        if (active)
+            bwd_write_dx(p, x, dy, (frost_io *)p->dx + row * p->dx_row_stride, lane, p->cols, 0, mean, rstd, mg,
+                         sgx * p->inv_cols, vec, units, acc_w, acc_b);
+#if PREFETCH
+#pragma unroll
+        for (int i = 0; i < ELEMS; i++) {
+            x[i] = nx[i];
+            dy[i] = ndy[i];
+        }
+        mean_s = nmean;
+        rstd_s = nrstd;
+#endif
+    }
+#if defined(DSCALE)
+    bwd_store_partial(bwd_partial_row(p->partial_scale, p), acc_w, lane, p->cols, 0, false, vec, units);
+#endif
+#if defined(DBIAS)
+    bwd_store_partial(bwd_partial_row(p->partial_bias, p), acc_b, lane, p->cols, 0, false, vec, units);
+#endif
+}
+#endif /* !LOOPED */
+
+#if defined(LOOPED) || VEC > 1
+/* Elements per thread and chunk of the misaligned fallback of vector keys. */
+#define FALLBACK_UNITS 4
+#define CHUNK_WORDS (ELEMS > FALLBACK_UNITS ? ELEMS : FALLBACK_UNITS)
+
+/* Chunked rows: several passes over each row in chunks of GROUP * units units; the column
+ * sums go straight to the group's partial rows (stored by its first row, then added). */
+FROST_DEVICE void bwd_rows_chunked(const norm_bwd_params *p, const int vec, const int units)
+{
+    __shared__ float red[2 * BLOCK / 32];
+    const int group = threadIdx.x / GROUP, lane = threadIdx.x % GROUP;
+    const int chunk = GROUP * units * vec;
+    const int64_t start = (int64_t)blockIdx.x * p->rows_per_block;
+    const int64_t end = start + p->rows_per_block < p->rows ? start + p->rows_per_block : p->rows;
+    float *pscale = bwd_partial_row(p->partial_scale, p);
+    float *pbias = bwd_partial_row(p->partial_bias, p);
+    uint32_t x[CHUNK_WORDS], dy[CHUNK_WORDS];
+    float acc_w[CHUNK_WORDS], acc_b[CHUNK_WORDS];
+    int64_t row = start + group;
+    bool first_row = true;
+
+    for (int64_t first = start; first < end; first += ROWS_PER_BLOCK, row += ROWS_PER_BLOCK) {
+        const bool active = row < end;
+        const int64_t r = active ? row : start;
+        const frost_io *xrow = (const frost_io *)p->x + r * p->x_row_stride;
+        const frost_io *dyrow = (const frost_io *)p->dy + r * p->dy_row_stride;
+        const int cols = active ? p->cols : 0; /* an idle group reads nothing */
+        float mean_c = 0.0f, q = 0.0f;
+#if defined(KIND_LAYER)
+        if (!p->mean || !p->inv_std) {
+            float s = 0.0f;
+            for (int c0 = 0; c0 < cols; c0 += chunk) {
+                norm_load_row(x, xrow + c0, lane, cols - c0, vec, units);
+#pragma unroll
+                for (int i = 0; i < units * vec; i++)
+                    s += norm_elem(x, i, vec);
+            }
+            mean_c = norm_group_sum(s, red) * p->inv_cols;
+        }
+        const float mean = p->mean ? (active ? p->mean[r * p->mean_stride] : 0.0f) : mean_c;
+#else
+        const float mean = 0.0f;
+#endif
+        float rstd = p->inv_std && active ? p->inv_std[r * p->inv_std_stride] : 1.0f;
+        if (!p->inv_std) {
+            for (int c0 = 0; c0 < cols; c0 += chunk) {
+                norm_load_row(x, xrow + c0, lane, cols - c0, vec, units);
+#pragma unroll
+                for (int k = 0; k < units; k++)
+                    if (norm_unit_valid(k, lane, cols - c0, vec))
+#pragma unroll
+                        for (int j = 0; j < vec; j++) {
+                            const float d = norm_elem(x, k * vec + j, vec) - mean_c;
+                            q = fmaf(d, d, q);
+                        }
+            }
+            rstd = rsqrtf(norm_group_sum(q, red) * p->inv_cols + p->epsilon);
+        }
+        float sg = 0.0f, sgx = 0.0f;
+        for (int c0 = 0; c0 < cols; c0 += chunk) {
+            norm_load_row(x, xrow + c0, lane, cols - c0, vec, units);
+            norm_load_row(dy, dyrow + c0, lane, cols - c0, vec, units);
+            bwd_partial_dots(p, x, dy, lane, cols - c0, c0, mean, rstd, vec, units, &sg, &sgx);
+        }
+        norm_group_sum2(&sg, &sgx, red);
+#if defined(KIND_LAYER)
+        const float mg = sg * p->inv_cols;
+#else
+        const float mg = 0.0f;
+#endif
+        frost_io *dxrow = (frost_io *)p->dx + r * p->dx_row_stride;
+        for (int c0 = 0; c0 < cols; c0 += chunk) {
+            norm_load_row(x, xrow + c0, lane, cols - c0, vec, units);
+            norm_load_row(dy, dyrow + c0, lane, cols - c0, vec, units);
+#pragma unroll
+            for (int i = 0; i < units * vec; i++)
+                acc_w[i] = acc_b[i] = 0.0f;
+            bwd_write_dx(p, x, dy, dxrow, lane, cols - c0, c0, mean, rstd, mg, sgx * p->inv_cols, vec, units, acc_w,
+                         acc_b);
+#if defined(DSCALE)
+            bwd_store_partial(pscale, acc_w, lane, cols - c0, c0, !first_row, vec, units);
+#endif
+#if defined(DBIAS)
+            bwd_store_partial(pbias, acc_b, lane, cols - c0, c0, !first_row, vec, units);
+#endif
+        }
+        first_row = first_row && !active;
+    }
+    if (first_row) { /* a group without rows still owns its partial rows: zero them */
+#pragma unroll
+        for (int i = 0; i < CHUNK_WORDS; i++)
+            acc_w[i] = 0.0f;
+        for (int c0 = 0; c0 < p->cols; c0 += chunk) {
+#if defined(DSCALE)
+            bwd_store_partial(pscale, acc_w, lane, p->cols - c0, c0, false, vec, units);
+#endif
+#if defined(DBIAS)
+            bwd_store_partial(pbias, acc_w, lane, p->cols - c0, c0, false, vec, units);
+#endif
+        }
+    }
+    (void)pscale, (void)pbias;
+}
+#endif
+
+extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) norm_bwd_kernel(const __grid_constant__ norm_bwd_params p)
+{
+#if defined(LOOPED)
+#if VEC > 1
+    if (p.vec_ok) {
+        bwd_rows_chunked(&p, VEC, NV);
+        return;
+    }
+#endif
+    bwd_rows_chunked(&p, 1, ELEMS);
+#elif VEC > 1
+    if (p.vec_ok) {
+        bwd_rows(&p, VEC);
+        return;
+    }
+    bwd_rows_chunked(&p, 1, FALLBACK_UNITS);
+#else
+    bwd_rows(&p, 1);
+#endif
+}

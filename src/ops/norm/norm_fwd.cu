@@ -1,0 +1,232 @@
+/*
+ * norm_fwd.cu - LayerNorm and RMSNorm forward: y = x_hat * w_eff + b, one pass over HBM.
+ *
+ * Layout legend: X, Y are [rows, cols] with a row stride (the host collapsed the outer
+ * dims) and unit stride inside a row; scale and bias are [cols]; mean and inv_std are f32,
+ * one per row, with their own strides.
+ *
+ * The row lives in registers (see norm_kernel.cuh for who holds which columns): each
+ * thread loads its NV units of the row once, the row group reduces the sum, then (for
+ * LayerNorm) the centred sum of squares over the same registers, so the variance is the
+ * two-pass one, never E[x^2] - E[x]^2.  Then y is written once.  HBM sees x read once and
+ * y written once, which is the whole cost of this kernel.
+ *
+ * To keep loads in flight the grid is persistent (the host sizes it to the resident
+ * blocks) and walks rows with a stride; each row group issues the loads of its *next* row
+ * before it computes the current one, so the memory system always has a row per group
+ * outstanding.  x is loaded with L1::no_allocate (read once) so that scale and bias, read
+ * for every row, stay in L1.
+ *
+ * The chunked path walks a row in chunks of GROUP * units units, three times (sum, centred
+ * squares, output), re-reading x from L1/L2.  It serves rows too long for registers
+ * (keys with LOOPED: GROUP == BLOCK, one row per block) and, with single elements, the
+ * misaligned-pointer fallback of vector keys, whose registers it keeps small.  It exists
+ * for coverage, not speed.
+ *
+ * Extra defines: ZERO_CENTERED (w_eff = 1 + w), LOOPED.
+ */
+#include "norm_kernel.cuh"
+
+#if defined(KIND_LAYER) == defined(KIND_RMS)
+#error "define exactly one of KIND_LAYER and KIND_RMS"
+#endif
+
+/* Sum of x (LayerNorm) or x^2 (RMSNorm) over the thread's `units` units. */
+FROST_DEVICE float fwd_partial_sum(const uint32_t *raw, const int vec, const int units)
+{
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < units * vec; i++) {
+        const float v = norm_elem(raw, i, vec);
+#if defined(KIND_LAYER)
+        s += v;
+#else
+        s = fmaf(v, v, s);
+#endif
+    }
+    return s;
+}
+
+/* Sum of (x - mean)^2 over the thread's valid units (cols counted from the chunk start). */
+FROST_DEVICE float fwd_partial_sq(const uint32_t *raw, int lane, int cols, float mean, const int vec, const int units)
+{
+    float q = 0.0f;
+#pragma unroll
+    for (int k = 0; k < units; k++) {
+        if (norm_unit_valid(k, lane, cols, vec)) {
+#pragma unroll
+            for (int j = 0; j < vec; j++) {
+                const float d = norm_elem(raw, k * vec + j, vec) - mean;
+                q = fmaf(d, d, q);
+            }
+        }
+    }
+    return q;
+}
+
+/* Writes the thread's units of y for one row (or chunk: pointers and cols offset by c0). */
+FROST_DEVICE void fwd_write(const norm_fwd_params *p, const uint32_t *raw, frost_io *yrow, int lane, int cols, int c0,
+                            float mean, float rstd, const int vec, const int units)
+{
+#pragma unroll
+    for (int k = 0; k < units; k++) {
+        const int col = (k * GROUP + lane) * vec;
+        if (col < cols) {
+            float w[VEC], out[VEC];
+            norm_load_weight(w, p->scale, c0 + col, vec);
+#if BIAS_DT != FROST_DT_NONE
+            float b[VEC];
+            norm_load_param(b, p->bias, c0 + col, vec, BIAS_DT);
+#endif
+#pragma unroll
+            for (int j = 0; j < vec; j++) {
+                const float xhat = (norm_elem(raw, k * vec + j, vec) - mean) * rstd;
+#if BIAS_DT != FROST_DT_NONE
+                out[j] = fmaf(xhat, w[j], b[j]);
+#else
+                out[j] = xhat * w[j];
+#endif
+            }
+            norm_store_unit(yrow, c0 + col, out, vec);
+        }
+    }
+}
+
+FROST_DEVICE void fwd_store_stats(const norm_fwd_params *p, int64_t row, float mean, float rstd)
+{
+    if (p->mean)
+        p->mean[row * p->mean_stride] = mean;
+    if (p->inv_std)
+        p->inv_std[row * p->inv_std_stride] = rstd;
+}
+
+#if !defined(LOOPED)
+/* Prefetching doubles the raw registers; a 1024-thread block has 64 registers a thread,
+ * which a 16-byte-per-unit row of more than 8 words plus its prefetch does not fit. */
+#define PREFETCH (BLOCK < 1024 || ELEMS * IO_BYTES <= 32)
+
+/* Register-resident rows: a persistent grid of blocks, each with ROWS_PER_BLOCK groups;
+ * each thread holds NV units of its group's row and prefetches the next row's. */
+FROST_DEVICE void fwd_rows(const norm_fwd_params *p, const int vec)
+{
+    __shared__ float red[BLOCK / 32];
+    const int units = ELEMS / vec;
+    const int group = threadIdx.x / GROUP, lane = threadIdx.x % GROUP;
+    const frost_io *x = (const frost_io *)p->x;
+    const int64_t step = (int64_t)gridDim.x * ROWS_PER_BLOCK;
+    int64_t row = (int64_t)blockIdx.x * ROWS_PER_BLOCK + group;
+
+    uint32_t cur[ELEMS];
+#pragma unroll
+    for (int i = 0; i < ELEMS; i++)
+        cur[i] = 0u;
+#if PREFETCH
+    uint32_t next[ELEMS];
+    if (row < p->rows)
+        norm_load_row(cur, x + row * p->x_row_stride, lane, p->cols, vec, units);
+#endif
+
+    /* The loop bound is the block's first row, so every thread runs the same trips. */
+    for (int64_t first = row - group; first < p->rows; first += step, row += step) {
+#if PREFETCH
+        if (row + step < p->rows)
+            norm_load_row(next, x + (row + step) * p->x_row_stride, lane, p->cols, vec, units);
+#else
+        if (row < p->rows)
+            norm_load_row(cur, x + row * p->x_row_stride, lane, p->cols, vec, units);
+#endif
+
+        const float s = norm_group_sum(fwd_partial_sum(cur, vec, units), red);
+#if defined(KIND_LAYER)
+        const float mean = s * p->inv_cols;
+        const float q = norm_group_sum(fwd_partial_sq(cur, lane, p->cols, mean, vec, units), red);
+        const float rstd = rsqrtf(q * p->inv_cols + p->epsilon);
+#else
+        const float mean = 0.0f;
+        const float rstd = rsqrtf(s * p->inv_cols + p->epsilon);
+#endif
+        if (row < p->rows) {
+            if (lane == 0)
+                fwd_store_stats(p, row, mean, rstd);
+            fwd_write(p, cur, (frost_io *)p->y + row * p->y_row_stride, lane, p->cols, 0, mean, rstd, vec, units);
+        }
+#if PREFETCH
+#pragma unroll
+        for (int i = 0; i < ELEMS; i++)
+            cur[i] = next[i];
+#endif
+    }
+}
+#endif
+
+#if defined(LOOPED) || VEC > 1
+/* Elements per thread and chunk of the misaligned fallback of vector keys. */
+#define FALLBACK_UNITS 8
+#define CHUNK_WORDS (ELEMS > FALLBACK_UNITS ? ELEMS : FALLBACK_UNITS)
+
+/* Chunked rows: as above, but the group walks its row in chunks of GROUP * units units,
+ * reading x once per pass. */
+FROST_DEVICE void fwd_rows_chunked(const norm_fwd_params *p, const int vec, const int units)
+{
+    __shared__ float red[BLOCK / 32];
+    const int group = threadIdx.x / GROUP, lane = threadIdx.x % GROUP;
+    const int chunk = GROUP * units * vec;
+    const int64_t step = (int64_t)gridDim.x * ROWS_PER_BLOCK;
+    int64_t row = (int64_t)blockIdx.x * ROWS_PER_BLOCK + group;
+    uint32_t raw[CHUNK_WORDS];
+
+    for (int64_t first = row - group; first < p->rows; first += step, row += step) {
+        const bool active = row < p->rows;
+        const frost_io *xrow = (const frost_io *)p->x + (active ? row : 0) * p->x_row_stride;
+        float s = 0.0f;
+        for (int c0 = 0; active && c0 < p->cols; c0 += chunk) {
+            norm_load_row(raw, xrow + c0, lane, p->cols - c0, vec, units);
+            s += fwd_partial_sum(raw, vec, units);
+        }
+        s = norm_group_sum(s, red);
+#if defined(KIND_LAYER)
+        const float mean = s * p->inv_cols;
+        float q = 0.0f;
+        for (int c0 = 0; active && c0 < p->cols; c0 += chunk) {
+            norm_load_row(raw, xrow + c0, lane, p->cols - c0, vec, units);
+            q += fwd_partial_sq(raw, lane, p->cols - c0, mean, vec, units);
+        }
+        q = norm_group_sum(q, red);
+        const float rstd = rsqrtf(q * p->inv_cols + p->epsilon);
+#else
+        const float mean = 0.0f;
+        const float rstd = rsqrtf(s * p->inv_cols + p->epsilon);
+#endif
+        if (!active)
+            continue;
+        if (lane == 0)
+            fwd_store_stats(p, row, mean, rstd);
+        frost_io *yrow = (frost_io *)p->y + row * p->y_row_stride;
+        for (int c0 = 0; c0 < p->cols; c0 += chunk) {
+            norm_load_row(raw, xrow + c0, lane, p->cols - c0, vec, units);
+            fwd_write(p, raw, yrow, lane, p->cols - c0, c0, mean, rstd, vec, units);
+        }
+    }
+}
+#endif
+
+extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) norm_fwd_kernel(const __grid_constant__ norm_fwd_params p)
+{
+#if defined(LOOPED)
+#if VEC > 1
+    if (p.vec_ok) {
+        fwd_rows_chunked(&p, VEC, NV);
+        return;
+    }
+#endif
+    fwd_rows_chunked(&p, 1, ELEMS);
+#elif VEC > 1
+    if (p.vec_ok) {
+        fwd_rows(&p, VEC);
+        return;
+    }
+    fwd_rows_chunked(&p, 1, FALLBACK_UNITS);
+#else
+    fwd_rows(&p, 1);
+#endif
+}

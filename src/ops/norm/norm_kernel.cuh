@@ -1,0 +1,289 @@
+/*
+ * norm_kernel.cuh - what the CUDA LayerNorm / RMSNorm kernels share: the parameter blocks
+ * (read by the host in norm_cuda.c too) and the device helpers that move one row between
+ * global memory and registers.
+ *
+ * Parameter blocks are passed by value as each kernel's only argument, so host and device
+ * must agree on their layout byte for byte: pointers first, then int64_t, then int32_t
+ * and float, widest first, no padding; the host checks the sizes with static asserts.
+ * Strides are in elements.
+ *
+ * Row layout in registers (the heart of both kernels).  A row is owned by a *row group*
+ * of GROUP consecutive threads of a block (GROUP is 1..1024, a power of two; a block holds
+ * BLOCK / GROUP groups).  Thread `lane` of a group holds NV "units" of the row, unit k
+ * starting at column
+ *     col(k) = (k * GROUP + lane) * vec
+ * where a unit is a 16-byte vector (vec = VEC = 16 / sizeof(element)) on the vector path
+ * or one element (vec = 1) on the scalar path.  So every unit-load of a warp is one
+ * coalesced sweep, and a thread holds ELEMS = NV * VEC elements.  Loaded elements are
+ * kept *raw* (the bits as loaded, two 16-bit values per word) and converted to float
+ * when used: that halves the registers a 16-bit row needs, which is what lets a block
+ * keep a 32K-element row and the next row's prefetch in registers at once.  Raw word
+ * layout: 32-bit elements one per word; 16-bit elements two per word, element i in word
+ * i / 2 (low half first), on both paths.
+ *
+ * A kernel whose key says VEC > 1 carries both paths and picks one per launch from
+ * params.vec_ok (every base pointer 16-byte aligned; the host knows row strides and cols
+ * already allow it).  A key with VEC = 1 (cols or a row stride not a multiple of the
+ * vector) carries only the scalar path.
+ *
+ * Defines every norm kernel key sets: DTYPE_F32|DTYPE_F16|DTYPE_BF16, KIND_LAYER|KIND_RMS,
+ * VEC, NV, GROUP, BLOCK, SCALE_DT and BIAS_DT (FROST_DT_* codes, 0 = absent).
+ */
+#ifndef FROST_NORM_KERNEL_CUH
+#define FROST_NORM_KERNEL_CUH
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#include "frost_common.cuh"
+#else
+#include <stdint.h>
+#endif
+
+/* y = norm(x) * w_eff + b for `rows` rows; mean / inv_std written when non-NULL. */
+typedef struct norm_fwd_params {
+    const void *x;
+    void *y;
+    const void *scale; /* SCALE_DT elements, or NULL */
+    const void *bias;  /* BIAS_DT elements, or NULL */
+    float *mean;       /* LayerNorm training: one per row, or NULL */
+    float *inv_std;    /* training: one per row, or NULL */
+    int64_t rows;
+    int64_t x_row_stride;
+    int64_t y_row_stride;
+    int64_t mean_stride;
+    int64_t inv_std_stride;
+    int32_t cols;
+    int32_t vec_ok;  /* 1: every pointer above is 16-byte aligned */
+    float epsilon;
+    float inv_cols;  /* 1 / cols */
+} norm_fwd_params;
+#define NORM_FWD_PARAMS_BYTES 104
+
+/* dx for rows [b * rows_per_block, (b + 1) * rows_per_block) of block b, plus that
+ * block's column sums of dy * x_hat and dy into row b of the partial buffers. */
+typedef struct norm_bwd_params {
+    const void *x;
+    const void *dy;
+    const void *scale;     /* SCALE_DT elements, or NULL */
+    const float *mean;     /* saved mean, or NULL (recomputed) */
+    const float *inv_std;  /* saved inverse std, or NULL (recomputed with epsilon) */
+    void *dx;
+    float *partial_scale;  /* [gridDim.x][partial_stride], or NULL (no d_scale) */
+    float *partial_bias;   /* [gridDim.x][partial_stride], or NULL (no d_bias) */
+    int64_t rows;
+    int64_t x_row_stride;
+    int64_t dy_row_stride;
+    int64_t dx_row_stride;
+    int64_t mean_stride;
+    int64_t inv_std_stride;
+    int64_t rows_per_block;
+    int64_t partial_stride; /* floats between partial rows: cols rounded up to 8 */
+    int32_t cols;
+    int32_t vec_ok;
+    float epsilon;
+    float inv_cols;
+} norm_bwd_params;
+#define NORM_BWD_PARAMS_BYTES 144
+
+/* out[c] = sum over b = 0..num_partials-1 of partial[b][c], in that order; blockIdx.y
+ * picks the pair (0: scale, 1: bias; a missing pair is skipped by the grid). */
+typedef struct norm_reduce_params {
+    const float *partial[2];
+    float *out[2];
+    int64_t partial_stride;
+    int32_t num_partials;
+    int32_t cols;
+} norm_reduce_params;
+#define NORM_REDUCE_PARAMS_BYTES 48
+
+#if (defined(__CUDACC__) || defined(__CUDACC_RTC__)) && defined(NV)
+
+#define ELEMS (NV * VEC)                 /* elements of a row one thread holds */
+/* Launch-bounds residency: caps registers at 128 a thread (64 for 1024-thread blocks).
+ * Without it ptxas sometimes aims at 64 for 512-thread blocks and spills. */
+#define MIN_BLOCKS (BLOCK <= 256 ? 2 : 1)
+#define ROWS_PER_BLOCK (BLOCK / GROUP)   /* row groups per block */
+#if defined(DTYPE_F32)
+#define IO_DT FROST_DT_F32
+#define IO_BYTES 4
+#elif defined(DTYPE_F16)
+#define IO_DT FROST_DT_F16
+#define IO_BYTES 2
+#else
+#define IO_DT FROST_DT_BF16
+#define IO_BYTES 2
+#endif
+
+/* 16 payload bits of dtype dt (FROST_DT_F16 or FROST_DT_BF16) to float. */
+FROST_DEVICE float norm_half_to_float(uint32_t bits, const int dt)
+{
+    if (dt == FROST_DT_BF16)
+        return __uint_as_float(bits << 16);
+    frost_f16 h;
+    h.bits = (uint16_t)bits;
+    return frost_f16_to_float(h);
+}
+
+/* Loads the thread's first `units` units of one row (raw); units past `cols` read as 0.
+ * raw holds units * vec * IO_BYTES / 4 words (units * vec words on the f32 path). */
+FROST_DEVICE void norm_load_row(uint32_t *raw, const frost_io *row, int lane, int cols, const int vec,
+                                const int units)
+{
+#pragma unroll
+    for (int k = 0; k < units; k++) {
+        const int col = (k * GROUP + lane) * vec;
+        if (vec > 1) {
+            if (col < cols) {
+                frost_ld_stream_v4(&raw[4 * k], row + col);
+            } else {
+                raw[4 * k] = raw[4 * k + 1] = raw[4 * k + 2] = raw[4 * k + 3] = 0u;
+            }
+        } else if (IO_BYTES == 4) {
+            raw[k] = col < cols ? *(const uint32_t *)(row + col) : 0u;
+        } else {
+            /* two 16-bit elements per word, as on the vector path */
+            const uint32_t bits = col < cols ? (uint32_t)(*(const uint16_t *)(row + col)) : 0u;
+            raw[k >> 1] = (k & 1) ? raw[k >> 1] | (bits << 16) : bits;
+        }
+    }
+}
+
+/* Element i (= k * vec + j) of the thread's raw row, as float.  The raw word passes
+ * through an opaque move so that the compiler converts again at every use instead of
+ * keeping a float copy of the whole row live across the row reductions: a conversion
+ * costs one instruction, a float row costs ELEMS registers. */
+FROST_DEVICE float norm_elem(const uint32_t *raw, const int i, const int vec)
+{
+    (void)vec;
+#if defined(DTYPE_F32)
+    return __uint_as_float(raw[i]);
+#else
+    uint32_t w;
+    asm volatile("mov.b32 %0, %1;" : "=r"(w) : "r"(raw[i >> 1]));
+    return norm_half_to_float((w >> ((i & 1) * 16)) & 0xffffu, IO_DT);
+#endif
+}
+
+/* Does unit k of this thread lie inside the row? */
+FROST_DEVICE bool norm_unit_valid(int k, int lane, int cols, const int vec)
+{
+    return (k * GROUP + lane) * vec < cols;
+}
+
+/* Loads `vec` consecutive parameter values (scale or bias, dtype dt) from column col. */
+FROST_DEVICE void norm_load_param(float out[VEC], const void *base, int col, const int vec, const int dt)
+{
+    const int bytes = dt == FROST_DT_F32 ? 4 : 2;
+    if (vec * bytes < 16) {
+#pragma unroll
+        for (int j = 0; j < vec; j++)
+            out[j] = dt == FROST_DT_F32 ? ((const float *)base)[col + j]
+                                        : norm_half_to_float(((const uint16_t *)base)[col + j], dt);
+        return;
+    }
+    const char *p = (const char *)base + (int64_t)col * bytes;
+#pragma unroll
+    for (int q = 0; q < vec * bytes / 16; q++) {
+        uint32_t r[4];
+        frost_ld_cached_v4(r, p + 16 * q);
+        if (dt == FROST_DT_F32) {
+#pragma unroll
+            for (int t = 0; t < 4; t++)
+                out[4 * q + t] = __uint_as_float(r[t]);
+        } else {
+#pragma unroll
+            for (int t = 0; t < 8; t++)
+                out[8 * q + t] = norm_half_to_float((r[t >> 1] >> ((t & 1) * 16)) & 0xffffu, dt);
+        }
+    }
+}
+
+/* Effective scale of `vec` columns: w, 1 + w (ZERO_CENTERED) or 1 (no scale). */
+FROST_DEVICE void norm_load_weight(float w[VEC], const void *scale, int col, const int vec)
+{
+#if SCALE_DT != FROST_DT_NONE
+    norm_load_param(w, scale, col, vec, SCALE_DT);
+#if defined(ZERO_CENTERED)
+#pragma unroll
+    for (int j = 0; j < vec; j++)
+        w[j] += 1.0f;
+#endif
+#else
+    (void)scale, (void)col;
+#pragma unroll
+    for (int j = 0; j < vec; j++)
+        w[j] = 1.0f;
+#endif
+}
+
+/* Stores `vec` values (one unit) of an I/O-dtype row at column col. */
+FROST_DEVICE void norm_store_unit(frost_io *row, int col, const float v[VEC], const int vec)
+{
+    if (vec > 1) {
+        uint32_t w[4];
+#if defined(DTYPE_F32)
+#pragma unroll
+        for (int t = 0; t < 4; t++)
+            w[t] = __float_as_uint(v[t]);
+#else
+#pragma unroll
+        for (int t = 0; t < 4; t++)
+            w[t] = FROST_PACK2(v[2 * t], v[2 * t + 1]);
+#endif
+        frost_st_v4(row + col, w);
+    } else {
+        row[col] = frost_from_float(v[0]);
+    }
+}
+
+/* Sum over the row group; every thread of the block calls it (it may synchronize the
+ * block).  red: shared scratch of BLOCK / 32 floats.  Fixed order: deterministic. */
+FROST_DEVICE float norm_group_sum(float v, float *red)
+{
+#if GROUP <= 32
+    (void)red;
+    return frost_group_sum(v, GROUP);
+#else
+    v = frost_warp_sum(v);
+    if ((threadIdx.x & 31) == 0)
+        red[threadIdx.x / 32] = v;
+    __syncthreads();
+    const float *mine = red + (threadIdx.x / GROUP) * (GROUP / 32);
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < GROUP / 32; w++)
+        s += mine[w];
+    __syncthreads();
+    return s;
+#endif
+}
+
+/* Two sums at once (red: 2 * BLOCK / 32 floats). */
+FROST_DEVICE void norm_group_sum2(float *a, float *b, float *red)
+{
+#if GROUP <= 32
+    (void)red;
+    *a = frost_group_sum(*a, GROUP);
+    *b = frost_group_sum(*b, GROUP);
+#else
+    float va = frost_warp_sum(*a), vb = frost_warp_sum(*b);
+    if ((threadIdx.x & 31) == 0) {
+        red[threadIdx.x / 32] = va;
+        red[BLOCK / 32 + threadIdx.x / 32] = vb;
+    }
+    __syncthreads();
+    const int first = (threadIdx.x / GROUP) * (GROUP / 32);
+    float sa = 0.0f, sb = 0.0f;
+#pragma unroll
+    for (int w = 0; w < GROUP / 32; w++) {
+        sa += red[first + w];
+        sb += red[BLOCK / 32 + first + w];
+    }
+    __syncthreads();
+    *a = sa;
+    *b = sb;
+#endif
+}
+
+#endif /* device helpers */
+#endif /* FROST_NORM_KERNEL_CUH */
