@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "ops/norm/chan_norm.h"
 #include "ops/norm/norm.h"
 #include "ops/sdpa/sdpa.h"
 
@@ -20,6 +21,12 @@ const frost__op_class *const frost__op_classes[] = {
     [FROST__OP_LAYERNORM_BWD] = &frost__layernorm_bwd_class,
     [FROST__OP_RMSNORM_FWD] = &frost__rmsnorm_fwd_class,
     [FROST__OP_RMSNORM_BWD] = &frost__rmsnorm_bwd_class,
+    [FROST__OP_GROUPNORM_FWD] = &frost__groupnorm_fwd_class,
+    [FROST__OP_GROUPNORM_BWD] = &frost__groupnorm_bwd_class,
+    [FROST__OP_INSTANCENORM_FWD] = &frost__instancenorm_fwd_class,
+    [FROST__OP_INSTANCENORM_BWD] = &frost__instancenorm_bwd_class,
+    [FROST__OP_BATCHNORM_FWD] = &frost__batchnorm_fwd_class,
+    [FROST__OP_BATCHNORM_BWD] = &frost__batchnorm_bwd_class,
 };
 FROST__STATIC_ASSERT(FROST__ARRAY_SIZE(frost__op_classes) == FROST__OP_COUNT, "one op class per frost__op");
 

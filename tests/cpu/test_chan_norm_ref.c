@@ -1,0 +1,964 @@
+/*
+ * test_chan_norm_ref.c — GroupNorm, InstanceNorm and BatchNorm on the reference engine,
+ * forward and backward, plus a walk through every validation error of the six add
+ * functions.
+ *
+ * Each case builds one graph: the forward node and, when the case asks, the backward node
+ * reading the forward's saved statistics.  What is checked, and against what:
+ *   - Forward y, saved mean / inv_std and the updated BatchNorm running statistics
+ *     against a naive formula written here (one-pass moments, each element sent to its
+ *     set by index arithmetic; no code shared with the engine), in fp64 on the very
+ *     values the engine read.  The only difference left is the final rounding to the
+ *     output dtype: rtol 2.5 u(dtype).
+ *   - Backward of small f32 problems against fp64 central finite differences of the
+ *     naive forward for the loss L = Σ d_y·y: dL/dx, dL/dw_eff (d_scale, which equals
+ *     dL/dw also with the zero-centred parameterisation) and dL/db (d_bias).
+ *   - Backward of every other case against the closed-form gradient evaluated here.
+ *     Reduction sets of M = 2 go there too: their x̂ are ±1 up to epsilon, so dx is
+ *     the small remainder of a near-total cancellation, and neither finite differences
+ *     nor f32 saved statistics can pin such an ill-conditioned gradient to 1e-4.
+ *   - Outputs frost creates keep x's dim order and are dense (NHWC in, NHWC out).
+ *   - Every tensor lives in a NaN-guarded buffer; outputs are poisoned before execute,
+ *     so an unwritten element compares as NaN and a stray write trips the guard check.
+ *   - A second execute (running statistics restored) reproduces every output bit for bit.
+ *
+ * Layout legend: x is [N, C, S...], S = spatial = prod(S...), G groups, Cg = C / G; a set
+ * is what one statistic covers: (n, g), (n, c) or (c).  FROST_TEST_SEED / FROST_TEST_CASE
+ * rerun one case; each failure prints the reproducer.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_util.h"
+
+enum { GN = 0, IN = 1, BN = 2 };
+enum { NCHW, NHWC, GAP_NCHW, GAP_NHWC, PERMUTED }; /* layouts of x-shaped tensors */
+enum { NO_BWD, BWD_FORMULA, BWD_FD };
+enum { T_X, T_SCALE, T_BIAS, T_Y, T_MEAN, T_RSTD, T_RMEAN, T_RVAR, T_DY, T_DX, T_DSCALE, T_DBIAS, T_COUNT };
+
+static const char *const tnames[T_COUNT] = {
+    "x", "scale", "bias", "y", "mean", "inv_std", "running_mean", "running_var", "d_y", "d_x", "d_scale", "d_bias"};
+static const char *const kind_names[] = {"groupnorm", "instancenorm", "batchnorm"};
+
+typedef struct cn_case {
+    int kind;
+    int rank;
+    int64_t dims[5];
+    int groups; /* GroupNorm */
+    frost_dtype dtype;
+    int scale, bias; /* 0 absent, 1 f32, 2 x's dtype */
+    int full_param;  /* scale and bias as [1, C, 1, ...] instead of [C] */
+    int zero_centered;
+    int inference;
+    int layout;
+    int stats;   /* training forward writes mean and inv_std */
+    int running; /* BatchNorm running statistics given */
+    double momentum, epsilon;
+    double offset; /* added to x, so there is a mean to remove */
+    int backward;  /* NO_BWD, BWD_FORMULA, BWD_FD */
+    int saved;     /* backward reads the forward's statistics */
+    int given_out; /* y and d_x are caller tensors with their own gapped layout */
+} cn_case;
+
+#define F32 FROST_F32
+#define F16 FROST_F16
+#define BF16 FROST_BF16
+static const cn_case table[] = {
+    /* kind rank dims G dtype scale bias full zc inf layout stats run mom eps offset bwd saved given */
+    {GN, 4, {2, 6, 3, 4}, 3, F32, 1, 1, 0, 0, 0, NCHW, 1, 0, 0, 0, 0.5, BWD_FD, 1, 0},
+    {GN, 4, {2, 6, 3, 4}, 2, F32, 1, 1, 1, 0, 0, NHWC, 1, 0, 0, 0, 0, BWD_FD, 0, 0},
+    {IN, 3, {3, 4, 7}, 0, F32, 1, 1, 0, 0, 0, GAP_NCHW, 1, 0, 0, 0, 1.0, BWD_FD, 1, 1},
+    {BN, 4, {3, 4, 2, 3}, 0, F32, 1, 1, 0, 0, 0, NCHW, 1, 1, 0, 0, 0, BWD_FD, 1, 0},
+    {BN, 2, {5, 3}, 0, F32, 1, 1, 1, 0, 0, NCHW, 0, 1, 0.3, 1e-3, 2.0, BWD_FD, 0, 0},
+    {GN, 2, {4, 6}, 3, F32, 1, 0, 0, 0, 0, GAP_NCHW, 1, 0, 0, 0, 0, BWD_FORMULA, 1, 0},       /* spatial 1, M = 2 */
+    {GN, 2, {4, 6}, 2, F32, 1, 1, 0, 0, 0, NCHW, 1, 0, 0, 0, 0, BWD_FD, 1, 0},                /* spatial 1, M = 3 */
+    {GN, 4, {2, 8, 5, 3}, 1, F16, 2, 2, 0, 0, 0, GAP_NHWC, 1, 0, 0, 0, 0, BWD_FORMULA, 1, 0}, /* G = 1 */
+    {GN, 4, {3, 5, 4, 4}, 5, BF16, 1, 2, 1, 0, 0, NHWC, 1, 0, 0, 1e-6, 0, BWD_FORMULA, 0, 0}, /* G = C */
+    {BN, 4, {2, 6, 3, 5}, 0, F16, 1, 1, 0, 0, 1, GAP_NHWC, 0, 1, 0, 0, 0, NO_BWD, 0, 0},      /* inference */
+    {IN, 4, {2, 3, 5, 6}, 0, BF16, 2, 0, 1, 0, 1, PERMUTED, 0, 0, 0, 0, 0, NO_BWD, 0, 1},
+    {GN, 5, {2, 4, 2, 3, 3}, 2, F32, 1, 1, 1, 0, 0, GAP_NCHW, 1, 0, 0, 0, 0, BWD_FD, 1, 0},
+    {BN, 5, {2, 3, 2, 2, 3}, 0, F32, 1, 1, 0, 0, 0, PERMUTED, 1, 1, 1.0, 0, 0, BWD_FD, 1, 1},
+    {GN, 3, {2, 6, 5}, 2, F32, 1, 1, 0, 1, 0, GAP_NHWC, 1, 0, 0, 0, 0, BWD_FD, 0, 0},      /* zero-centred */
+    {IN, 3, {0, 3, 5}, 0, F32, 1, 1, 0, 0, 0, GAP_NCHW, 1, 0, 0, 0, 0, BWD_FORMULA, 1, 0}, /* N = 0 */
+    {BN, 3, {4, 0, 3}, 0, F32, 1, 1, 0, 0, 0, NCHW, 1, 1, 0, 0, 0, BWD_FORMULA, 1, 0},     /* C = 0 */
+    {BN, 4, {3, 5, 4, 2}, 0, BF16, 2, 2, 1, 1, 0, NHWC, 1, 0, 0, 0, 0, BWD_FORMULA, 1, 0}, /* no running */
+    {BN, 4, {8, 32, 5, 5}, 0, F32, 1, 1, 0, 0, 0, NHWC, 1, 1, 0.01, 0, 3.0, BWD_FORMULA, 1, 0},
+    {IN, 4, {4, 5, 1, 1}, 0, F32, 1, 1, 0, 0, 0, NCHW, 1, 0, 0, 0, 0, BWD_FORMULA, 1, 0}, /* M = 1 */
+    {GN, 4, {3, 9, 5, 7}, 3, F16, 1, 1, 0, 0, 0, PERMUTED, 1, 0, 0, 0, 0, BWD_FORMULA, 1, 1},
+    {BN, 2, {2, 3}, 0, F32, 0, 0, 0, 0, 0, NCHW, 1, 1, 0.5, 0, 0, BWD_FORMULA, 1, 0}, /* M = 2 */
+    {GN, 4, {2, 4, 3, 3}, 2, F32, 0, 1, 0, 0, 0, GAP_NHWC, 1, 0, 0, 0, 3.0, BWD_FD, 1, 0},
+    {IN, 5, {2, 3, 3, 2, 4}, 0, F16, 1, 1, 1, 1, 0, GAP_NHWC, 1, 0, 0, 0.25, 0, BWD_FORMULA, 1, 1},
+    {BN, 3, {1, 4, 1}, 0, F32, 1, 1, 0, 0, 0, NCHW, 1, 0, 0, 0, 0, BWD_FORMULA, 1, 0}, /* M = 1, no running */
+};
+#define NUM_TABLE ((int)(sizeof table / sizeof table[0]))
+#define NUM_RANDOM 64
+
+static frost_context *cpu;
+
+typedef struct tslot {
+    frost_tensor id;
+    tu_buf buf;
+} tslot;
+
+typedef struct run {
+    const cn_case *c;
+    int64_t N, C, S, G, sets;
+    tslot t[T_COUNT];
+    double *rm0, *rv0; /* running statistics before execute */
+} run;
+
+static double eps_of(const cn_case *c)
+{
+    return c->epsilon > 0 ? c->epsilon : 1e-5;
+}
+
+/* ---- layouts and tensors ---- */
+
+static void shuffle(tu_rng *r, int *v, int n)
+{
+    for (int i = n - 1; i > 0; --i) {
+        int j = (int)tu_int(r, 0, i), t = v[i];
+        v[i] = v[j], v[j] = t;
+    }
+}
+
+/* Dim order (outermost first) and strides of an x-shaped tensor in a layout. */
+static void layout_strides(tu_rng *r, int layout, int rank, const int64_t *dims, int *order, int64_t *strides)
+{
+    for (int i = 0; i < rank; ++i)
+        order[i] = i;
+    if (layout == NHWC || layout == GAP_NHWC) { /* N, S..., C */
+        for (int i = 1; i < rank - 1; ++i)
+            order[i] = i + 1;
+        order[rank - 1] = 1;
+    }
+    if (layout == PERMUTED)
+        shuffle(r, order, rank);
+    tu_gapped_strides(r, rank, dims, order, layout == NCHW || layout == NHWC ? 0 : 3, 1, strides);
+}
+
+static frost_tensor add(frost_graph *g, const char *name, frost_dtype dt, int rank, const int64_t *dims,
+                        const int64_t *strides)
+{
+    frost_tensor_desc d = {.name = name, .dtype = dt, .rank = rank};
+    frost_tensor id = 0;
+    for (int i = 0; i < rank; ++i) {
+        d.dims[i] = dims[i];
+        d.strides[i] = strides ? strides[i] : 0;
+    }
+    TU_OK(frost_graph_add_tensor(g, &d, &id));
+    return id;
+}
+
+/* A per-channel tensor: [C] or [1, C, 1, ...], sometimes with a gap between entries. */
+static frost_tensor add_channel(frost_graph *g, tu_rng *r, const char *name, frost_dtype dt, const cn_case *c, int full)
+{
+    int64_t dims[FROST_MAX_RANK], strides[FROST_MAX_RANK];
+    int rank = full ? c->rank : 1;
+    for (int i = 0; i < rank; ++i)
+        dims[i] = 1;
+    dims[full ? 1 : 0] = c->dims[1];
+    tu_packed_strides(rank, dims, strides);
+    if (tu_int(r, 0, 2) == 0)
+        strides[full ? 1 : 0] = tu_int(r, 2, 3);
+    return add(g, name, dt, rank, dims, strides);
+}
+
+/* ---- element access by logical index ---- */
+
+static int64_t data_off(const tu_buf *b, int64_t n, int64_t ch, int64_t s)
+{
+    int64_t off = n * b->strides[0] + ch * b->strides[1];
+    for (int i = b->rank - 1; i >= 2; --i) {
+        off += (s % b->dims[i]) * b->strides[i];
+        s /= b->dims[i];
+    }
+    return off;
+}
+
+static double data_at(const run *R, int slot, int64_t n, int64_t ch, int64_t s)
+{
+    return tu_buf_get(&R->t[slot].buf, data_off(&R->t[slot].buf, n, ch, s));
+}
+
+static double chan_at(const run *R, int slot, int64_t ch)
+{
+    const tu_buf *b = &R->t[slot].buf;
+    return tu_buf_get(b, ch * b->strides[b->rank == 1 ? 0 : 1]);
+}
+
+/* Statistic k of a set: rank 2 [N, G or C] or rank 1 [C]. */
+static double stat_at(const run *R, int slot, int64_t k)
+{
+    const tu_buf *b = &R->t[slot].buf;
+    if (b->rank == 1)
+        return tu_buf_get(b, k * b->strides[0]);
+    return tu_buf_get(b, (k / b->dims[1]) * b->strides[0] + (k % b->dims[1]) * b->strides[1]);
+}
+
+/* The set an element of channel ch in sample n belongs to. */
+static int64_t set_of(const run *R, int64_t n, int64_t ch)
+{
+    switch (R->c->kind) {
+    case GN:
+        return n * R->G + ch / (R->C / R->G);
+    case IN:
+        return n * R->C + ch;
+    default:
+        return ch;
+    }
+}
+
+/* ---- the naive forward in fp64 on dense copies: x[(n*C + c)*S + s], w[c], b[c] ---- */
+
+/* mean, var and rstd of every set by one-pass moments; acc holds 3 x sets doubles. */
+static void naive_stats(const run *R, const double *x, double *acc)
+{
+    double *mean = acc, *var = acc + R->sets, *cnt = acc + 2 * R->sets;
+    memset(acc, 0, sizeof(double) * 3 * (size_t)R->sets);
+    for (int64_t n = 0; n < R->N; ++n)
+        for (int64_t ch = 0; ch < R->C; ++ch)
+            for (int64_t s = 0; s < R->S; ++s) {
+                double v = x[(n * R->C + ch) * R->S + s];
+                int64_t k = set_of(R, n, ch);
+                mean[k] += v, var[k] += v * v, cnt[k] += 1;
+            }
+    for (int64_t k = 0; k < R->sets; ++k) {
+        mean[k] /= cnt[k];
+        var[k] = var[k] / cnt[k] - mean[k] * mean[k];
+        var[k] = var[k] > 0 ? var[k] : 0;
+    }
+}
+
+/* L = Σ dy·y with the set's own statistics (the training forward). */
+static double naive_loss(const run *R, const double *x, const double *w, const double *b, const double *dy, double *acc)
+{
+    double l = 0;
+    naive_stats(R, x, acc);
+    for (int64_t n = 0; n < R->N; ++n)
+        for (int64_t ch = 0; ch < R->C; ++ch)
+            for (int64_t s = 0; s < R->S; ++s) {
+                int64_t i = (n * R->C + ch) * R->S + s, k = set_of(R, n, ch);
+                double y = (x[i] - acc[k]) / sqrt(acc[R->sets + k] + eps_of(R->c)) * w[ch] + b[ch];
+                l += dy[i] * y;
+            }
+    return l;
+}
+
+static void expect_close(const char *what, const double *got, const double *ref, int64_t n, double atol, double rtol)
+{
+    tu_cmp c = tu_compare(got, ref, n, atol, rtol);
+    if (c.bad) {
+        tu_cmp_print(what, &c);
+        tu_failf("%s: %lld of %lld elements outside atol %.3g rtol %.3g", what, (long long)c.bad, (long long)n, atol,
+                 rtol);
+    }
+}
+
+static double floor_of(frost_dtype t)
+{
+    return t == F16 ? ldexp(1.0, -24) : 1e-30;
+}
+
+/* Dense fp64 copies of what the engine read. */
+typedef struct dense {
+    double *x, *dy, *w, *b, *acc, *got, *ref;
+} dense;
+
+static void load_dense(const run *R, dense *d)
+{
+    const cn_case *c = R->c;
+    for (int64_t n = 0; n < R->N; ++n)
+        for (int64_t ch = 0; ch < R->C; ++ch)
+            for (int64_t s = 0; s < R->S; ++s) {
+                int64_t i = (n * R->C + ch) * R->S + s;
+                d->x[i] = data_at(R, T_X, n, ch, s);
+                d->dy[i] = c->backward ? data_at(R, T_DY, n, ch, s) : 0.0;
+            }
+    for (int64_t ch = 0; ch < R->C; ++ch) {
+        double w = c->scale ? chan_at(R, T_SCALE, ch) : 0.0;
+        d->w[ch] = c->scale ? (c->zero_centered ? 1.0 + w : w) : 1.0;
+        d->b[ch] = c->bias ? chan_at(R, T_BIAS, ch) : 0.0;
+    }
+}
+
+static void check_forward(const run *R, dense *d)
+{
+    const cn_case *c = R->c;
+    const int64_t total = R->N * R->C * R->S, sets = R->sets;
+    const int use_running = c->kind == BN && c->inference;
+    double *mean = d->acc, *var = d->acc + sets, mag = 1e-300, xmag = 1e-300;
+    naive_stats(R, d->x, d->acc);
+    for (int64_t n = 0; n < R->N; ++n)
+        for (int64_t ch = 0; ch < R->C; ++ch)
+            for (int64_t s = 0; s < R->S; ++s) {
+                int64_t i = (n * R->C + ch) * R->S + s, k = set_of(R, n, ch);
+                double mu = use_running ? R->rm0[ch] : mean[k];
+                double rstd = 1.0 / sqrt((use_running ? R->rv0[ch] : var[k]) + eps_of(c));
+                d->ref[i] = (d->x[i] - mu) * rstd * d->w[ch] + d->b[ch];
+                d->got[i] = data_at(R, T_Y, n, ch, s);
+                mag = fmax(mag, fabs((d->x[i] - mu) * rstd * d->w[ch]) + fabs(d->b[ch]));
+                xmag = fmax(xmag, fabs(d->x[i]));
+            }
+    expect_close("y", d->got, d->ref, total, 1e-12 * mag + floor_of(c->dtype), 2.5 * tu_eps(c->dtype));
+    for (int which = 0; which < 2; ++which) { /* saved mean, inv_std */
+        if (!R->t[which ? T_RSTD : T_MEAN].id)
+            continue;
+        for (int64_t k = 0; k < sets; ++k) {
+            d->got[k] = stat_at(R, which ? T_RSTD : T_MEAN, k);
+            d->ref[k] = which ? 1.0 / sqrt(var[k] + eps_of(c)) : mean[k];
+        }
+        expect_close(tnames[which ? T_RSTD : T_MEAN], d->got, d->ref, sets, which ? 1e-30 : 1e-12 * xmag,
+                     2.5 * tu_eps(F32));
+    }
+    if (c->kind == BN && c->running && !c->inference) {
+        const double mom = c->momentum > 0 ? c->momentum : 0.1, m = (double)(R->N * R->S);
+        for (int which = 0; which < 2; ++which) {
+            double rmag = 1e-300;
+            for (int64_t ch = 0; ch < R->C; ++ch) {
+                double old = which ? R->rv0[ch] : R->rm0[ch], batch = which ? var[ch] * m / (m - 1) : mean[ch];
+                d->ref[ch] = (1 - mom) * old + mom * batch;
+                d->got[ch] = chan_at(R, which ? T_RVAR : T_RMEAN, ch);
+                rmag = fmax(rmag, fabs((1 - mom) * old) + fabs(mom * batch));
+            }
+            expect_close(tnames[which ? T_RVAR : T_RMEAN], d->got, d->ref, R->C, 2.5 * tu_eps(F32) * rmag,
+                         2.5 * tu_eps(F32));
+        }
+    } else if (c->kind == BN && c->running) { /* read, not updated: bit-identical */
+        for (int64_t ch = 0; ch < R->C; ++ch)
+            if (chan_at(R, T_RMEAN, ch) != R->rm0[ch] || chan_at(R, T_RVAR, ch) != R->rv0[ch])
+                tu_failf("running statistics of channel %lld changed although no update was asked", (long long)ch);
+    }
+}
+
+/* Forgives each |got - ref| its slack (an error bound known to be outside the engine's
+ * control); NaN stays NaN. */
+static void take_slack(double *got, const double *ref, const double *slack, int64_t n)
+{
+    for (int64_t i = 0; i < n; ++i) {
+        double diff = got[i] - ref[i];
+        got[i] = fabs(diff) <= slack[i] ? ref[i] : got[i] - copysign(slack[i], diff);
+    }
+}
+
+/* Backward: closed form evaluated here, or finite differences of the naive forward.  With
+ * saved statistics the engine works from f32-rounded mean / inv_std, which moves the exact
+ * gradient by up to `slack`; finite differences see the exact one, so they forgive that. */
+static void check_backward(const run *R, dense *d)
+{
+    const cn_case *c = R->c;
+    const int64_t total = R->N * R->C * R->S, sets = R->sets, C = R->C;
+    const int fd = c->backward == BWD_FD;
+    const int saved_mean = c->saved == 1 || c->saved == 2, saved_rstd = c->saved == 1 || c->saved == 3;
+    double *sums = calloc((size_t)(6 * sets + 6 * C + total + 2), sizeof(double));
+    double *mu = sums + 2 * sets, *rs = mu + sets, *cnt = rs + sets, *absg = cnt + sets, *pgot = absg + sets;
+    double *pref = pgot + 2 * C, *pslack = pref + 2 * C, *slack = pslack + 2 * C;
+    double mag = 1e-300, pmag = 1e-300, patol, prtol = 2.5 * tu_eps(F32), u2 = 2 * tu_eps(F32);
+    naive_stats(R, d->x, d->acc);
+    for (int64_t k = 0; k < sets; ++k) {
+        mu[k] = saved_mean ? stat_at(R, T_MEAN, k) : d->acc[k];
+        rs[k] = saved_rstd ? stat_at(R, T_RSTD, k) : 1.0 / sqrt(d->acc[sets + k] + eps_of(c));
+        cnt[k] = d->acc[2 * sets + k];
+    }
+    for (int pass = 0; pass < 2; ++pass) /* 0: set sums and parameter gradients, 1: dx */
+        for (int64_t n = 0; n < R->N; ++n)
+            for (int64_t ch = 0; ch < C; ++ch)
+                for (int64_t s = 0; s < R->S; ++s) {
+                    int64_t i = (n * C + ch) * R->S + s, k = set_of(R, n, ch);
+                    double xh = (d->x[i] - mu[k]) * rs[k], g = d->dy[i] * d->w[ch];
+                    if (pass == 0) {
+                        sums[k] += g, sums[sets + k] += g * xh, absg[k] += fabs(g);
+                        pref[ch] += d->dy[i] * xh, pref[C + ch] += d->dy[i];
+                        pslack[ch] += fabs(d->dy[i]) * u2 * (saved_mean * rs[k] * fabs(mu[k]) + saved_rstd * fabs(xh));
+                        pmag = fmax(pmag, (fabs(d->dy[i] * xh) + fabs(d->dy[i])) * (double)(R->N * R->S));
+                        continue;
+                    }
+                    double mg = sums[k] / cnt[k], mgx = sums[sets + k] / cnt[k];
+                    d->ref[i] = rs[k] * (g - mg - xh * mgx);
+                    d->got[i] = data_at(R, T_DX, n, ch, s);
+                    mag = fmax(mag, rs[k] * (fabs(g) + fabs(mg) + fabs(xh * mgx)));
+                    /* how far the f32 rounding of saved statistics moves the exact gradient */
+                    slack[i] =
+                        saved_mean * u2 * fabs(mu[k]) * rs[k] * rs[k] * (fabs(mgx) + fabs(xh) * absg[k] / cnt[k]) +
+                        saved_rstd * 2 * u2 * rs[k] * (fabs(g) + fabs(mg) + fabs(xh * mgx));
+                }
+    patol = 1e-12 * pmag + 1e-30;
+    if (fd) {
+        const double h = 1e-6;
+        double m = 0, pm = 0;
+        for (int64_t i = 0; i < total; ++i) { /* dL/dx */
+            const double x0 = d->x[i];
+            d->x[i] = x0 + h;
+            double lp = naive_loss(R, d->x, d->w, d->b, d->dy, d->acc);
+            d->x[i] = x0 - h;
+            double lm = naive_loss(R, d->x, d->w, d->b, d->dy, d->acc);
+            d->x[i] = x0;
+            d->ref[i] = (lp - lm) / (2 * h);
+            m = fmax(m, fabs(d->ref[i]));
+        }
+        for (int p = 0; p < 2; ++p) /* dL/dw_eff and dL/db */
+            for (int64_t ch = 0; ch < C; ++ch) {
+                double *param = p == 0 ? &d->w[ch] : &d->b[ch], p0 = *param;
+                *param = p0 + h;
+                double lp = naive_loss(R, d->x, d->w, d->b, d->dy, d->acc);
+                *param = p0 - h;
+                double lm = naive_loss(R, d->x, d->w, d->b, d->dy, d->acc);
+                *param = p0;
+                pref[p * C + ch] = (lp - lm) / (2 * h);
+                pm = fmax(pm, fabs(pref[p * C + ch]));
+            }
+        take_slack(d->got, d->ref, slack, total);
+        expect_close("d_x (vs finite differences)", d->got, d->ref, total, 2e-5 * fmax(1, m), 1e-4);
+        patol = 2e-5 * fmax(1, pm);
+        prtol = 1e-4;
+    } else {
+        expect_close("d_x", d->got, d->ref, total, 1e-12 * mag + floor_of(c->dtype), 2.5 * tu_eps(c->dtype));
+    }
+    for (int64_t ch = 0; ch < C; ++ch) {
+        pgot[ch] = R->t[T_DSCALE].id ? chan_at(R, T_DSCALE, ch) : 0;
+        pgot[C + ch] = R->t[T_DBIAS].id ? chan_at(R, T_DBIAS, ch) : 0;
+    }
+    if (fd)
+        take_slack(pgot, pref, pslack, C);
+    if (R->t[T_DSCALE].id)
+        expect_close(fd ? "d_scale (vs finite differences)" : "d_scale", pgot, pref, C, patol, prtol);
+    if (R->t[T_DBIAS].id)
+        expect_close(fd ? "d_bias (vs finite differences)" : "d_bias", pgot + C, pref + C, C, patol, prtol);
+    free(sums);
+}
+
+/* ---- building the case ---- */
+
+static frost_status add_fwd(frost_graph *g, int kind, const frost_channel_norm_desc *d, frost_norm_outputs *o)
+{
+    return kind == GN   ? frost_graph_add_groupnorm(g, d, o)
+           : kind == IN ? frost_graph_add_instancenorm(g, d, o)
+                        : frost_graph_add_batchnorm(g, d, o);
+}
+
+static frost_status add_bwd(frost_graph *g, int kind, const frost_channel_norm_backward_desc *d, frost_norm_grads *o)
+{
+    return kind == GN   ? frost_graph_add_groupnorm_backward(g, d, o)
+           : kind == IN ? frost_graph_add_instancenorm_backward(g, d, o)
+                        : frost_graph_add_batchnorm_backward(g, d, o);
+}
+
+/* An x-shaped output: the caller's own gapped tensor, or left to frost (0 or AUTO). */
+static frost_tensor data_output(frost_graph *g, tu_rng *r, const char *name, const cn_case *c)
+{
+    int order[FROST_MAX_RANK];
+    int64_t st[FROST_MAX_RANK];
+    if (!c->given_out)
+        return tu_int(r, 0, 1) ? FROST_TENSOR_AUTO : FROST_TENSOR_NONE;
+    layout_strides(r, (int)tu_int(r, GAP_NCHW, PERMUTED), c->rank, c->dims, order, st);
+    return add(g, name, c->dtype, c->rank, c->dims, st);
+}
+
+static frost_tensor stats_output(frost_graph *g, tu_rng *r, const char *name, const run *R)
+{
+    int64_t dims[2] = {R->N, R->c->kind == GN ? R->G : R->C}, st[2];
+    int order[2] = {0, 1};
+    if (!R->c->given_out)
+        return FROST_TENSOR_AUTO;
+    if (R->c->kind == BN)
+        return add(g, name, F32, 1, &R->C, NULL);
+    tu_gapped_strides(r, 2, dims, order, 2, 1, st);
+    return add(g, name, F32, 2, dims, st);
+}
+
+/* Frost-made x-shaped outputs are dense and keep x's dim order (for dims of size > 1). */
+static void check_made_like_x(frost_graph *g, frost_tensor x, frost_tensor out, const char *what)
+{
+    frost_tensor_desc xd, od;
+    TU_OK(frost_graph_tensor_desc(g, x, &xd));
+    TU_OK(frost_graph_tensor_desc(g, out, &od));
+    int64_t numel = 1;
+    for (int i = 0; i < xd.rank; ++i)
+        numel *= xd.dims[i];
+    if (numel > 0 && tu_span(od.rank, od.dims, od.strides) != numel)
+        tu_failf("%s made by frost is not dense: span %lld for %lld elements", what,
+                 (long long)tu_span(od.rank, od.dims, od.strides), (long long)numel);
+    for (int i = 0; i < xd.rank; ++i)
+        for (int j = 0; j < xd.rank; ++j)
+            if (xd.dims[i] > 1 && xd.dims[j] > 1 && (xd.strides[i] > xd.strides[j]) != (od.strides[i] > od.strides[j]))
+                tu_failf("%s made by frost does not keep x's dim order: dims %d and %d swap", what, i, j);
+}
+
+static void add_ops(frost_graph *g, tu_rng *rng, run *R)
+{
+    const cn_case *c = R->c;
+    int64_t st[FROST_MAX_RANK];
+    int order[FROST_MAX_RANK];
+    layout_strides(rng, c->layout, c->rank, c->dims, order, st);
+    R->t[T_X].id = add(g, "x", c->dtype, c->rank, c->dims, st);
+    if (c->scale)
+        R->t[T_SCALE].id = add_channel(g, rng, "scale", c->scale == 1 ? F32 : c->dtype, c, c->full_param);
+    if (c->bias)
+        R->t[T_BIAS].id = add_channel(g, rng, "bias", c->bias == 1 ? F32 : c->dtype, c, c->full_param);
+    if (c->running) {
+        R->t[T_RMEAN].id = add_channel(g, rng, "running_mean", F32, c, 0);
+        R->t[T_RVAR].id = add_channel(g, rng, "running_var", F32, c, 0);
+    }
+    frost_channel_norm_desc fd = {.x = R->t[T_X].id,
+                                  .scale = R->t[T_SCALE].id,
+                                  .bias = R->t[T_BIAS].id,
+                                  .epsilon = c->epsilon,
+                                  .num_groups = c->kind == GN ? c->groups : (int)tu_int(rng, -3, 3),
+                                  .phase = c->inference ? FROST_NORM_INFERENCE : FROST_NORM_TRAINING,
+                                  .zero_centered_scale = c->zero_centered,
+                                  .running_mean = R->t[T_RMEAN].id,
+                                  .running_var = R->t[T_RVAR].id,
+                                  .momentum = c->momentum};
+    frost_norm_outputs fo = {.y = data_output(g, rng, "y", c)};
+    if (!c->inference && (c->stats || c->saved)) {
+        fo.mean = stats_output(g, rng, "mean", R);
+        fo.inv_std = stats_output(g, rng, "inv_std", R);
+    }
+    frost_tensor y_req = fo.y;
+    TU_OK(add_fwd(g, c->kind, &fd, &fo));
+    R->t[T_Y].id = fo.y, R->t[T_MEAN].id = fo.mean, R->t[T_RSTD].id = fo.inv_std;
+    if (y_req == FROST_TENSOR_AUTO || y_req == FROST_TENSOR_NONE)
+        check_made_like_x(g, R->t[T_X].id, fo.y, "y");
+    if (!c->backward)
+        return;
+    layout_strides(rng, (int)tu_int(rng, NCHW, PERMUTED), c->rank, c->dims, order, st);
+    R->t[T_DY].id = add(g, "d_y", c->dtype, c->rank, c->dims, st);
+    const int saved_mean = c->saved == 1 || c->saved == 2, saved_rstd = c->saved == 1 || c->saved == 3;
+    frost_channel_norm_backward_desc bd = {.x = R->t[T_X].id,
+                                           .d_y = R->t[T_DY].id,
+                                           .scale = R->t[T_SCALE].id,
+                                           .mean = saved_mean ? fo.mean : 0,
+                                           .inv_std = saved_rstd ? fo.inv_std : 0,
+                                           .epsilon = c->epsilon,
+                                           .num_groups = c->groups,
+                                           .has_bias = c->bias != 0,
+                                           .zero_centered_scale = c->zero_centered,
+                                           .deterministic = (int)tu_int(rng, 0, 1)};
+    frost_norm_grads bo = {.d_x = data_output(g, rng, "d_x", c)};
+    if (c->scale)
+        bo.d_scale = c->given_out ? add_channel(g, rng, "d_scale", F32, c, tu_int(rng, 0, 1)) : FROST_TENSOR_AUTO;
+    if (c->bias)
+        bo.d_bias = c->given_out ? add_channel(g, rng, "d_bias", F32, c, tu_int(rng, 0, 1)) : FROST_TENSOR_AUTO;
+    frost_tensor dx_req = bo.d_x;
+    TU_OK(add_bwd(g, c->kind, &bd, &bo));
+    R->t[T_DX].id = bo.d_x, R->t[T_DSCALE].id = bo.d_scale, R->t[T_DBIAS].id = bo.d_bias;
+    if (dx_req == FROST_TENSOR_AUTO || dx_req == FROST_TENSOR_NONE)
+        check_made_like_x(g, R->t[T_X].id, bo.d_x, "d_x");
+}
+
+/* ---- running one case ---- */
+
+static void describe(const cn_case *c, char *buf, size_t cap)
+{
+    static const char *const layouts[] = {"nchw", "nhwc", "gapped-nchw", "gapped-nhwc", "permuted"};
+    static const char *const bwds[] = {"none", "formula", "finite-diff"};
+    char dims[96] = "";
+    for (int i = 0; i < c->rank; ++i)
+        snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s%lld", i ? "," : "", (long long)c->dims[i]);
+    snprintf(buf, cap,
+             "%s x=[%s] G=%d %s scale=%d bias=%d full=%d zc=%d %s %s stats=%d running=%d momentum=%g eps=%g "
+             "offset=%g bwd=%s saved=%d given_out=%d",
+             kind_names[c->kind], dims, c->groups, frost_dtype_name(c->dtype), c->scale, c->bias, c->full_param,
+             c->zero_centered, c->inference ? "inference" : "training", layouts[c->layout], c->stats, c->running,
+             c->momentum, c->epsilon, c->offset, bwds[c->backward], c->saved, c->given_out);
+}
+
+static size_t alloc_bytes(const tu_buf *b)
+{
+    return (size_t)(b->span + 2 * b->guard) * b->elem_size;
+}
+
+static int is_output(int slot)
+{
+    return slot == T_Y || slot == T_MEAN || slot == T_RSTD || slot == T_DX || slot == T_DSCALE || slot == T_DBIAS;
+}
+
+/* Restores the running statistics, poisons every output and executes again. */
+static void execute_fresh(const run *R, frost_graph *g, const frost_binding *bind, int nb, void *ws)
+{
+    for (int64_t ch = 0; R->c->running && ch < R->C; ++ch) {
+        const tu_buf *m = &R->t[T_RMEAN].buf, *v = &R->t[T_RVAR].buf;
+        tu_buf_set((tu_buf *)m, ch * m->strides[0], R->rm0[ch]);
+        tu_buf_set((tu_buf *)v, ch * v->strides[0], R->rv0[ch]);
+    }
+    for (int s = 0; s < T_COUNT; ++s)
+        if (R->t[s].id && is_output(s))
+            tu_buf_poison((tu_buf *)&R->t[s].buf);
+    TU_OK(frost_graph_execute(g, bind, nb, ws, NULL));
+}
+
+static void run_case(int index, const cn_case *c, uint64_t seed)
+{
+    char desc[400];
+    describe(c, desc, sizeof desc);
+    tu_set_context("test_chan_norm_ref", seed, index, desc);
+    tu_rng rng = tu_rng_make(seed + 7919u * (uint64_t)index);
+    run R = {.c = c};
+    frost_graph *g = NULL;
+    frost_binding bind[T_COUNT];
+    void *first[T_COUNT] = {0}, *ws = NULL;
+    dense d = {0};
+    int nb = 0, f0 = tu_failures();
+    R.N = c->dims[0], R.C = c->dims[1], R.S = 1;
+    for (int i = 2; i < c->rank; ++i)
+        R.S *= c->dims[i];
+    R.G = c->kind == GN ? c->groups : c->kind == IN ? R.C : 1;
+    R.sets = c->kind == BN ? R.C : R.N * R.G;
+    TU_OK(frost_graph_create(cpu, &g));
+    add_ops(g, &rng, &R);
+    if (tu_failures() != f0)
+        goto out;
+    TU_OK(frost_graph_build(g, NULL));
+    if (tu_failures() != f0)
+        goto out;
+    char report[8192], opname[32];
+    snprintf(opname, sizeof opname, "%s_fwd", kind_names[c->kind]);
+    TU_OK(frost_graph_explain(g, report, sizeof report, NULL));
+    if (!strstr(report, opname) || !strstr(report, "engine: ref"))
+        tu_failf("explain does not show %s on the ref engine:\n%s", opname, report);
+    size_t ws_bytes = 0;
+    TU_OK(frost_graph_workspace_size(g, &ws_bytes));
+    ws = ws_bytes ? malloc(ws_bytes) : NULL;
+    for (int s = 0; s < T_COUNT; ++s) {
+        frost_tensor_desc td;
+        if (!R.t[s].id)
+            continue;
+        TU_OK(frost_graph_tensor_desc(g, R.t[s].id, &td));
+        TU_CHECK(tu_buf_alloc(&R.t[s].buf, td.dtype, td.rank, td.dims, td.strides, 0));
+        bind[nb++] = (frost_binding){R.t[s].id, R.t[s].buf.data};
+    }
+    tu_buf_fill_uniform(&R.t[T_X].buf, &rng, -2.0 + c->offset, 2.0 + c->offset);
+    if (c->scale)
+        tu_buf_fill_uniform(&R.t[T_SCALE].buf, &rng, c->zero_centered ? -0.5 : 0.5, c->zero_centered ? 0.5 : 1.5);
+    if (c->bias)
+        tu_buf_fill_uniform(&R.t[T_BIAS].buf, &rng, -1.0, 1.0);
+    if (c->backward)
+        tu_buf_fill_uniform(&R.t[T_DY].buf, &rng, -1.0, 1.0);
+    R.rm0 = calloc((size_t)(2 * R.C + 2), sizeof(double));
+    R.rv0 = R.rm0 + R.C + 1;
+    if (c->running) {
+        tu_buf_fill_uniform(&R.t[T_RMEAN].buf, &rng, -1.0, 1.0);
+        tu_buf_fill_uniform(&R.t[T_RVAR].buf, &rng, 0.5, 2.0);
+        for (int64_t ch = 0; ch < R.C; ++ch)
+            R.rm0[ch] = chan_at(&R, T_RMEAN, ch), R.rv0[ch] = chan_at(&R, T_RVAR, ch);
+    }
+    execute_fresh(&R, g, bind, nb, ws);
+    for (int s = 0; s < T_COUNT; ++s)
+        if (R.t[s].id)
+            tu_guard_check(&R.t[s].buf, tnames[s]);
+    const int64_t total = R.N * R.C * R.S, most = total + R.sets + R.C + 1;
+    d.x = malloc(sizeof(double) * (size_t)(2 * total + 2 * R.C + 3 * R.sets + 2 * most + 1));
+    d.dy = d.x + total, d.w = d.dy + total, d.b = d.w + R.C, d.acc = d.b + R.C, d.got = d.acc + 3 * R.sets;
+    d.ref = d.got + most;
+    load_dense(&R, &d);
+    check_forward(&R, &d);
+    if (c->backward)
+        check_backward(&R, &d);
+    /* a second execute from the same state must reproduce every written byte */
+    for (int s = 0; s < T_COUNT; ++s)
+        if (R.t[s].id && (first[s] = malloc(alloc_bytes(&R.t[s].buf))) != NULL)
+            memcpy(first[s], R.t[s].buf.alloc, alloc_bytes(&R.t[s].buf));
+    execute_fresh(&R, g, bind, nb, ws);
+    for (int s = 0; s < T_COUNT; ++s)
+        if (first[s] && memcmp(first[s], R.t[s].buf.alloc, alloc_bytes(&R.t[s].buf)) != 0)
+            tu_failf("%s: a second execute from the same inputs gave different bits", tnames[s]);
+out:
+    free(d.x);
+    free(ws);
+    free(R.rm0);
+    for (int s = 0; s < T_COUNT; ++s) {
+        free(first[s]);
+        if (R.t[s].id)
+            tu_buf_free(&R.t[s].buf);
+    }
+    frost_graph_destroy(g);
+}
+
+static cn_case random_case(tu_rng *r)
+{
+    static const int64_t chans[] = {1, 2, 3, 4, 6, 8, 9, 12, 16};
+    static const int64_t spatial[] = {1, 2, 3, 4, 5, 7, 8};
+    static const double eps[] = {0, 1e-6, 1e-3, 0.25};
+    static const double mom[] = {0, 0.01, 0.5, 1.0};
+    static const frost_dtype dtypes[] = {F32, F16, BF16};
+    cn_case c = {0};
+    c.kind = (int)tu_int(r, GN, BN);
+    c.rank = (int)tu_int(r, 2, 5);
+    c.dtype = dtypes[tu_int(r, 0, 2)];
+    c.dims[1] = chans[tu_int(r, 0, 8)];
+    int64_t sp = 1, total;
+    for (int i = 2; i < c.rank; ++i) {
+        c.dims[i] = spatial[tu_int(r, 0, 6)];
+        while (c.dims[1] * sp * c.dims[i] > 1500)
+            c.dims[i] = (c.dims[i] + 1) / 2;
+        sp *= c.dims[i];
+    }
+    int64_t nmax = 3000 / (c.dims[1] * sp);
+    c.dims[0] = c.kind != BN && tu_int(r, 0, 15) == 0 ? 0 : tu_int(r, 1, nmax < 1 ? 1 : nmax > 5 ? 5 : nmax);
+    total = c.dims[0] * c.dims[1] * sp;
+    int divisors[16], nd = 0;
+    for (int gdiv = 1; gdiv <= c.dims[1]; ++gdiv)
+        if (c.dims[1] % gdiv == 0)
+            divisors[nd++] = gdiv;
+    c.groups = divisors[tu_int(r, 0, nd - 1)];
+    c.scale = (int)tu_int(r, 0, 2);
+    c.bias = (int)tu_int(r, 0, 2);
+    c.full_param = (int)tu_int(r, 0, 1);
+    c.zero_centered = tu_int(r, 0, 3) == 0;
+    c.inference = tu_int(r, 0, 3) == 0;
+    c.layout = (int)tu_int(r, NCHW, PERMUTED);
+    c.stats = !c.inference && tu_int(r, 0, 1);
+    c.running = c.kind == BN && (c.inference || tu_int(r, 0, 1));
+    if (c.running && !c.inference && c.dims[0] * sp == 1)
+        c.running = 0; /* M = 1 cannot update running_var */
+    c.momentum = mom[tu_int(r, 0, 3)];
+    c.epsilon = eps[tu_int(r, 0, 3)];
+    c.offset = tu_int(r, 0, 2) == 0 ? 2.0 : 0.0;
+    c.backward = tu_int(r, 0, 2) ? BWD_FORMULA : NO_BWD;
+    int64_t m = c.kind == GN ? c.dims[1] / c.groups * sp : c.kind == IN ? sp : c.dims[0] * sp;
+    if (c.backward && c.dtype == F32 && total <= 200 && m >= 3) /* see "M = 2" at the top */
+        c.backward = BWD_FD;
+    c.saved = c.inference ? 0 : (int)tu_int(r, 0, 3);
+    c.given_out = tu_int(r, 0, 3) == 0;
+    return c;
+}
+
+/* ---- the validation walk: every refusal, its status, and a message naming the culprit ---- */
+static void expect_fail(frost_status got, frost_status want, const char *needle, const char *expr, int line)
+{
+    if (got != want)
+        tu_failf("line %d: %s returned %s, expected %s (%s)", line, expr, frost_status_name(got),
+                 frost_status_name(want), frost_last_error());
+    else if (needle && !strstr(frost_last_error(), needle))
+        tu_failf("line %d: %s: the message \"%s\" does not name '%s'", line, expr, frost_last_error(), needle);
+}
+#define EXPECT(call, status, needle) expect_fail((call), (status), (needle), #call, __LINE__)
+#define INVALID FROST_INVALID_ARGUMENT
+
+typedef frost_channel_norm_desc CD;
+typedef frost_norm_outputs CO;
+typedef frost_channel_norm_backward_desc BD;
+typedef frost_norm_grads BG;
+
+static frost_status fwd(frost_graph *g, int kind, CD d, CO o)
+{
+    return add_fwd(g, kind, &d, &o);
+}
+
+static frost_status bwd(frost_graph *g, int kind, BD d, BG o)
+{
+    return add_bwd(g, kind, &d, &o);
+}
+
+static void expect_dims(frost_graph *g, frost_tensor t, frost_dtype dt, int rank, int64_t d0, int64_t d1)
+{
+    frost_tensor_desc td;
+    TU_OK(frost_graph_tensor_desc(g, t, &td));
+    if (td.dtype != dt || td.rank != rank || td.dims[0] != d0 || (rank > 1 && td.dims[1] != d1))
+        tu_failf("tensor '%s': got %s rank %d [%lld, %lld], expected %s rank %d [%lld, %lld]", td.name,
+                 frost_dtype_name(td.dtype), td.rank, (long long)td.dims[0], (long long)td.dims[1],
+                 frost_dtype_name(dt), rank, (long long)d0, (long long)d1);
+}
+
+static void validation_walk(void)
+{
+    tu_set_context("test_chan_norm_ref", 0, -1, "validation walk");
+    frost_graph *g = NULL;
+    TU_OK(frost_graph_create(cpu, &g));
+    const int64_t dx[] = {2, 6, 4, 4}, dxb[] = {2, 6, 4, 5}, dxe[] = {2, 6, 0, 4}, dxm1[] = {1, 6, 1, 1};
+    const int64_t dc[] = {6}, dcb[] = {7}, dc5[] = {5}, dfull[] = {1, 6, 1, 1}, dlead[] = {2, 6, 1, 1};
+    const int64_t dr3[] = {1, 6, 1}, dsg[] = {2, 3}, dsgb[] = {2, 4}, dsnc[] = {2, 6}, d3[] = {3}, dr2[] = {1, 6};
+    const int64_t nhwc[] = {96, 1, 24, 6}, bcast[] = {96, 16, 0, 1};
+    frost_tensor offs = add(g, "voffs", FROST_I32, 1, d3, NULL);
+    frost_tensor_desc rd = {.name = "vx_ragged", .dtype = F32, .rank = 4, .dims = {2, 6, 4, 4}, .ragged_offset = offs};
+    frost_tensor xr = 0;
+    TU_OK(frost_graph_add_tensor(g, &rd, &xr));
+    frost_tensor x = add(g, "vx", F32, 4, dx, NULL), x1 = add(g, "vx_rank1", F32, 1, dc, NULL);
+    frost_tensor xi = add(g, "vx_i32", FROST_I32, 4, dx, NULL), xe = add(g, "vx_empty", F32, 4, dxe, NULL);
+    frost_tensor xm1 = add(g, "vx_m1", F32, 4, dxm1, NULL), xn = add(g, "vx_nhwc", F16, 4, dx, nhwc);
+    frost_tensor dy = add(g, "vdy", F32, 4, dx, NULL), dyb = add(g, "vdy_bad", F32, 4, dxb, NULL);
+    frost_tensor dyh = add(g, "vdy_f16", F16, 4, dx, NULL), dyn = add(g, "vdy_nhwc", F16, 4, dx, NULL);
+    frost_tensor w = add(g, "vw", F32, 1, dc, NULL), wf = add(g, "vw_full", F32, 4, dfull, NULL);
+    frost_tensor wb = add(g, "vw_bad", F32, 1, dcb, NULL), wlb = add(g, "vw_lead_bad", F32, 4, dlead, NULL);
+    frost_tensor wr3 = add(g, "vw_rank3", F32, 3, dr3, NULL), wh = add(g, "vw_f16", F16, 1, dc, NULL);
+    frost_tensor sg = add(g, "vstats_g", F32, 2, dsg, NULL), sgb = add(g, "vstats_g_bad", F32, 2, dsgb, NULL);
+    frost_tensor sc = add(g, "vstats_c", F32, 1, dc, NULL), sh = add(g, "vstats_f16", F16, 2, dsg, NULL);
+    frost_tensor snc = add(g, "vstats_nc", F32, 2, dsnc, NULL);
+    frost_tensor rm = add(g, "vrm", F32, 1, dc, NULL), rv = add(g, "vrv", F32, 1, dc, NULL);
+    frost_tensor rvb = add(g, "vrv_bad", F32, 1, dc5, NULL), rvh = add(g, "vrv_f16", F16, 1, dc, NULL);
+    frost_tensor rmr2 = add(g, "vrm_rank2", F32, 2, dr2, NULL);
+    frost_tensor y = add(g, "vy", F32, 4, dx, NULL), yb = add(g, "vy_bad", F32, 4, dxb, NULL);
+    frost_tensor yh = add(g, "vy_f16", F16, 4, dx, NULL), ybc = add(g, "vy_bcast", F32, 4, dx, bcast);
+    frost_tensor last = ybc;
+    const frost_tensor A = FROST_TENSOR_AUTO;
+    const frost_norm_phase INF = FROST_NORM_INFERENCE;
+    CO o = {0};
+    BG bo = {0};
+
+    /* NULL pointers, missing and unknown tensors */
+    EXPECT(frost_graph_add_groupnorm(NULL, &(CD){.x = x, .num_groups = 3}, &o), INVALID, "graph");
+    EXPECT(frost_graph_add_instancenorm(g, NULL, &o), INVALID, "descriptor");
+    EXPECT(frost_graph_add_batchnorm(g, &(CD){.x = x}, NULL), INVALID, "output");
+    EXPECT(frost_graph_add_batchnorm_backward(NULL, &(BD){.x = x, .d_y = dy}, &bo), INVALID, "graph");
+    EXPECT(frost_graph_add_groupnorm_backward(g, NULL, &bo), INVALID, "descriptor");
+    EXPECT(frost_graph_add_instancenorm_backward(g, &(BD){.x = x, .d_y = dy}, NULL), INVALID, "output");
+    EXPECT(fwd(g, IN, (CD){0}, o), INVALID, "x");
+    EXPECT(bwd(g, BN, (BD){.x = x}, bo), INVALID, "d_y");
+    EXPECT(bwd(g, GN, (BD){.d_y = dy, .num_groups = 3}, bo), INVALID, "x");
+    EXPECT(fwd(g, IN, (CD){.x = 999}, o), INVALID, "999");
+    EXPECT(fwd(g, IN, (CD){.x = x, .scale = 555}, o), INVALID, "555");
+    EXPECT(fwd(g, BN, (CD){.x = x, .running_mean = 444, .running_var = rv}, o), INVALID, "444");
+    EXPECT(bwd(g, IN, (BD){.x = x, .d_y = dy, .mean = 333}, bo), INVALID, "333");
+    EXPECT(fwd(g, IN, (CD){.x = xr}, o), FROST_NOT_SUPPORTED, "vx_ragged");
+    /* x: rank, dtype, attributes */
+    EXPECT(fwd(g, IN, (CD){.x = x1}, o), INVALID, "vx_rank1");
+    EXPECT(fwd(g, BN, (CD){.x = xi}, o), INVALID, "vx_i32");
+    EXPECT(fwd(g, GN, (CD){.x = x}, o), INVALID, "num_groups");
+    EXPECT(fwd(g, GN, (CD){.x = x, .num_groups = 4}, o), INVALID, "num_groups");
+    EXPECT(fwd(g, GN, (CD){.x = x, .num_groups = -2}, o), INVALID, "num_groups");
+    EXPECT(bwd(g, GN, (BD){.x = x, .d_y = dy, .num_groups = 5}, bo), INVALID, "num_groups");
+    EXPECT(fwd(g, IN, (CD){.x = x, .epsilon = -1.0}, o), INVALID, "epsilon");
+    EXPECT(fwd(g, IN, (CD){.x = x, .epsilon = NAN}, o), INVALID, "epsilon");
+    EXPECT(bwd(g, BN, (BD){.x = x, .d_y = dy, .epsilon = -2}, bo), INVALID, "epsilon");
+    EXPECT(fwd(g, BN, (CD){.x = x, .momentum = 1.5}, o), INVALID, "momentum");
+    EXPECT(fwd(g, BN, (CD){.x = x, .momentum = -0.1}, o), INVALID, "momentum");
+    EXPECT(fwd(g, BN, (CD){.x = x, .momentum = NAN}, o), INVALID, "momentum");
+    EXPECT(fwd(g, IN, (CD){.x = x, .phase = (frost_norm_phase)7}, o), INVALID, "phase");
+    /* empty reduction sets */
+    EXPECT(fwd(g, IN, (CD){.x = xe}, o), INVALID, "vx_empty");
+    EXPECT(fwd(g, GN, (CD){.x = xe, .num_groups = 2, .phase = INF}, o), INVALID, "vx_empty");
+    EXPECT(fwd(g, BN, (CD){.x = xe}, o), INVALID, "vx_empty");
+    EXPECT(bwd(g, BN, (BD){.x = xe, .d_y = xe}, bo), INVALID, "vx_empty");
+    /* scale and bias */
+    EXPECT(fwd(g, IN, (CD){.x = x, .scale = wb}, o), INVALID, "vw_bad");
+    EXPECT(fwd(g, BN, (CD){.x = x, .bias = wb}, o), INVALID, "vw_bad");
+    EXPECT(fwd(g, GN, (CD){.x = x, .num_groups = 3, .scale = wlb}, o), INVALID, "vw_lead_bad");
+    EXPECT(fwd(g, IN, (CD){.x = x, .scale = wr3}, o), INVALID, "vw_rank3");
+    EXPECT(fwd(g, IN, (CD){.x = x, .bias = wh}, o), INVALID, "vw_f16");
+    EXPECT(bwd(g, IN, (BD){.x = x, .d_y = dy, .scale = wb}, bo), INVALID, "vw_bad");
+    /* running statistics */
+    EXPECT(fwd(g, GN, (CD){.x = x, .num_groups = 3, .running_mean = rm, .running_var = rv}, o), INVALID,
+           "running_mean");
+    EXPECT(fwd(g, IN, (CD){.x = x, .running_var = rv}, o), INVALID, "running_var");
+    EXPECT(fwd(g, BN, (CD){.x = x, .phase = INF}, o), INVALID, "running_mean");
+    EXPECT(fwd(g, BN, (CD){.x = x, .running_mean = rm}, o), INVALID, "running_var");
+    EXPECT(fwd(g, BN, (CD){.x = x, .running_mean = rm, .running_var = rvb}, o), INVALID, "vrv_bad");
+    EXPECT(fwd(g, BN, (CD){.x = x, .running_mean = rm, .running_var = rvh}, o), INVALID, "vrv_f16");
+    EXPECT(fwd(g, BN, (CD){.x = x, .running_mean = rmr2, .running_var = rv}, o), INVALID, "vrm_rank2");
+    EXPECT(fwd(g, BN, (CD){.x = x, .running_mean = rm, .running_var = rm}, o), INVALID, "vrm");
+    EXPECT(fwd(g, BN, (CD){.x = x, .scale = w, .running_mean = w, .running_var = rv}, o), INVALID, "vw");
+    EXPECT(fwd(g, BN, (CD){.x = xm1, .running_mean = rm, .running_var = rv}, o), INVALID, "running_var");
+    /* statistics */
+    EXPECT(fwd(g, GN, (CD){.x = x, .num_groups = 3, .phase = INF}, (CO){.mean = A}), INVALID, "mean");
+    EXPECT(fwd(g, BN, (CD){.x = x, .phase = INF, .running_mean = rm, .running_var = rv}, (CO){.inv_std = A}), INVALID,
+           "inv_std");
+    EXPECT(fwd(g, GN, (CD){.x = x, .num_groups = 3}, (CO){.mean = sgb}), INVALID, "vstats_g_bad");
+    EXPECT(fwd(g, GN, (CD){.x = x, .num_groups = 3}, (CO){.inv_std = sh}), INVALID, "vstats_f16");
+    EXPECT(fwd(g, IN, (CD){.x = x}, (CO){.mean = sg}), INVALID, "vstats_g");
+    EXPECT(fwd(g, BN, (CD){.x = x}, (CO){.inv_std = snc}), INVALID, "vstats_nc");
+    EXPECT(bwd(g, GN, (BD){.x = x, .d_y = dy, .num_groups = 3, .mean = sgb}, bo), INVALID, "vstats_g_bad");
+    EXPECT(bwd(g, GN, (BD){.x = x, .d_y = dy, .num_groups = 3, .inv_std = sc}, bo), INVALID, "vstats_c");
+    EXPECT(bwd(g, IN, (BD){.x = x, .d_y = dy, .inv_std = sh}, bo), INVALID, "vstats_f16");
+    EXPECT(bwd(g, BN, (BD){.x = x, .d_y = dy, .mean = sg}, bo), INVALID, "vstats_g");
+    /* outputs */
+    EXPECT(fwd(g, IN, (CD){.x = x}, (CO){.y = yb}), INVALID, "vy_bad");
+    EXPECT(fwd(g, IN, (CD){.x = x}, (CO){.y = yh}), INVALID, "vy_f16");
+    EXPECT(fwd(g, IN, (CD){.x = x}, (CO){.y = ybc}), INVALID, "vy_bcast");
+    EXPECT(fwd(g, IN, (CD){.x = x}, (CO){.y = 777}), INVALID, "777");
+    EXPECT(fwd(g, IN, (CD){.x = x}, (CO){.y = x}), INVALID, "vx");
+    EXPECT(fwd(g, BN, (CD){.x = x, .running_mean = rm, .running_var = rv}, (CO){.mean = rm}), INVALID, "vrm");
+    EXPECT(fwd(g, GN, (CD){.x = x, .num_groups = 3}, (CO){.mean = sg, .inv_std = sg}), INVALID, "vstats_g");
+    /* backward inputs and gradients */
+    EXPECT(bwd(g, IN, (BD){.x = x, .d_y = dyb}, bo), INVALID, "vdy_bad");
+    EXPECT(bwd(g, IN, (BD){.x = x, .d_y = dyh}, bo), INVALID, "vdy_f16");
+    EXPECT(bwd(g, IN, (BD){.x = x, .d_y = dy}, (BG){.d_scale = A}), INVALID, "d_scale");
+    EXPECT(bwd(g, BN, (BD){.x = x, .d_y = dy, .scale = w}, (BG){.d_bias = A}), INVALID, "d_bias");
+    EXPECT(bwd(g, IN, (BD){.x = x, .d_y = dy}, (BG){.d_x = dy}), INVALID, "vdy");
+    EXPECT(bwd(g, IN, (BD){.x = x, .d_y = dy}, (BG){.d_x = yh}), INVALID, "vy_f16");
+    EXPECT(bwd(g, BN, (BD){.x = x, .d_y = dy, .scale = w}, (BG){.d_scale = wb}), INVALID, "vw_bad");
+    EXPECT(bwd(g, BN, (BD){.x = x, .d_y = dy, .scale = w}, (BG){.d_scale = wh}), INVALID, "vw_f16");
+
+    /* a refused call leaves the graph as it was: the next tensor gets the next id */
+    TU_CHECK(add(g, "vnext", F32, 1, dc, NULL) == last + 1);
+
+    /* accepted: ignored num_groups, full-shaped scale, statistics shapes, empty ops */
+    o = (CO){.mean = A, .inv_std = A};
+    TU_OK(fwd(g, GN, (CD){.x = x, .num_groups = 3, .scale = wf, .bias = w}, o));
+    TU_OK(frost_graph_add_groupnorm(g, &(CD){.x = x, .num_groups = 3, .scale = wf}, &o));
+    expect_dims(g, o.mean, F32, 2, 2, 3);
+    o = (CO){.inv_std = A};
+    TU_OK(frost_graph_add_instancenorm(g, &(CD){.x = x, .num_groups = -9, .momentum = 0.5}, &o));
+    expect_dims(g, o.inv_std, F32, 2, 2, 6);
+    o = (CO){.mean = A};
+    TU_OK(frost_graph_add_batchnorm(g, &(CD){.x = x}, &o));
+    expect_dims(g, o.mean, F32, 1, 6, 0);
+    TU_OK(fwd(g, BN, (CD){.x = xe, .phase = INF, .running_mean = rm, .running_var = rv}, (CO){0}));
+    TU_OK(fwd(g, BN, (CD){.x = xm1}, (CO){0})); /* M = 1 without running statistics */
+    /* NHWC in, NHWC out, forward and backward */
+    o = (CO){0};
+    TU_OK(frost_graph_add_groupnorm(g, &(CD){.x = xn, .num_groups = 2}, &o));
+    check_made_like_x(g, xn, o.y, "y of an NHWC x");
+    bo = (BG){.d_scale = A, .d_bias = A};
+    TU_OK(frost_graph_add_groupnorm_backward(g, &(BD){.x = xn, .d_y = dyn, .num_groups = 2, .scale = wf, .has_bias = 1},
+                                             &bo));
+    check_made_like_x(g, xn, bo.d_x, "d_x of an NHWC x");
+    expect_dims(g, bo.d_scale, F32, 4, 1, 6);
+    expect_dims(g, bo.d_bias, F32, 4, 1, 6);
+    /* one writer per tensor, across nodes */
+    TU_OK(fwd(g, IN, (CD){.x = x}, (CO){.y = y, .mean = snc}));
+    EXPECT(fwd(g, BN, (CD){.x = x}, (CO){.y = y}), INVALID, "vy");
+    EXPECT(fwd(g, IN, (CD){.x = x}, (CO){.inv_std = snc}), INVALID, "vstats_nc");
+    EXPECT(bwd(g, IN, (BD){.x = x, .d_y = dy}, (BG){.d_x = y}), INVALID, "vy");
+    /* the new ops are listed by name */
+    int named = 0;
+    for (int i = 0; i < frost_op_count(); ++i)
+        for (int k = 0; k < 3; ++k) {
+            char fwd_name[32], bwd_name[32];
+            snprintf(fwd_name, sizeof fwd_name, "%s_fwd", kind_names[k]);
+            snprintf(bwd_name, sizeof bwd_name, "%s_bwd", kind_names[k]);
+            named += !strcmp(frost_op_name(i), fwd_name) + !strcmp(frost_op_name(i), bwd_name);
+        }
+    TU_CHECK(named == 6);
+
+    /* after build nothing can be added */
+    TU_OK(frost_graph_build(g, NULL));
+    EXPECT(fwd(g, IN, (CD){.x = x}, (CO){0}), FROST_BAD_STATE, "frost_graph_add_instancenorm");
+    EXPECT(bwd(g, BN, (BD){.x = x, .d_y = dy}, (BG){0}), FROST_BAD_STATE, "frost_graph_add_batchnorm_backward");
+    EXPECT(fwd(g, GN, (CD){.x = x, .num_groups = 3}, (CO){0}), FROST_BAD_STATE, "built");
+    frost_graph_destroy(g);
+}
+
+int main(void)
+{
+    const uint64_t seed = tu_seed(20261203);
+    const int only = tu_case_filter();
+    int run_count = 0;
+    TU_OK(frost_context_create(NULL, &cpu));
+    if (!cpu)
+        return tu_finish(0);
+    if (only < 0) {
+        tu_case_begin();
+        validation_walk();
+        tu_case_end();
+        ++run_count;
+    }
+    for (int i = 0; i < NUM_TABLE + NUM_RANDOM; ++i) {
+        if (only >= 0 && only != i)
+            continue;
+        cn_case c;
+        if (i < NUM_TABLE) {
+            c = table[i];
+        } else {
+            tu_rng r = tu_rng_make(seed * 31u + (uint64_t)i);
+            c = random_case(&r);
+        }
+        tu_case_begin();
+        run_case(i, &c, seed);
+        tu_case_end();
+        ++run_count;
+    }
+    frost_context_destroy(cpu);
+    return tu_finish(run_count);
+}
