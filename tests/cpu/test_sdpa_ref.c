@@ -827,7 +827,7 @@ static sdpa_case random_case(uint64_t seed, int index, int backward)
     sdpa_case c = {.name = backward ? "random bwd" : "random fwd"};
     static const frost_dtype dtypes[] = {FROST_F32, FROST_F16, FROST_BF16};
     static const double scales[] = {0, 0, 0.3, -0.45, 1.2};
-    int smax = backward ? 9 : 24, dmax = backward ? 8 : 32;
+    int smax = backward ? 10 : 24, dmax = backward ? 10 : 32;
     c.b = (int)tu_int(&r, 1, MAXB - 1);
     int shape = (int)tu_int(&r, 0, 3); /* MHA, GQA 2, GQA 4, MQA */
     c.h_kv = shape == 3 ? 1 : (int)tu_int(&r, 1, 2);
@@ -859,7 +859,7 @@ int main(void)
 {
     uint64_t seed = tu_seed(20261202);
     int filter = tu_case_filter();
-    enum { RANDOM_FWD = 300, RANDOM_BWD = 200 };
+    enum { RANDOM_FWD = 600, RANDOM_BWD = 400 };
     int n_table = (int)(sizeof table / sizeof table[0]), total = n_table + RANDOM_FWD + RANDOM_BWD, run_count = 0;
     frost_context *ctx = NULL;
     TU_OK(frost_context_create(NULL, &ctx));

@@ -297,8 +297,8 @@ static void check_inference(frost_context *ctx)
     char text[8192];
     TU_OK(frost_graph_explain(f.g, text, sizeof text, NULL));
     const char *needles[] = {
-        "sdpa_fwd b=2 h_q=4 h_kv=2 s_q=5 s_kv=6 d_qk=8 d_v=7 f32 scale=0.353553 mask=right:0,bottom_right bias sink "
-        "stats seq_len_q seq_len_kv",
+        ("sdpa_fwd b=2 h_q=4 h_kv=2 s_q=5 s_kv=6 d_qk=8 d_v=7 f32 scale=0.353553 mask=right:0,bottom_right bias sink "
+         "stats seq_len_q seq_len_kv"),
         "sdpa_bwd b=2 h_q=4", "d_bias d_sink deterministic", "engine: ref"};
     for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++)
         if (!strstr(text, needles[i]))
