@@ -39,28 +39,15 @@
 /* ------------------------------------------------------------------------------------ */
 
 static const char *const slot_names[FROST__SDPA_NUM_SLOTS] = {
-    [FROST__SDPA_Q] = "q",
-    [FROST__SDPA_K] = "k",
-    [FROST__SDPA_V] = "v",
-    [FROST__SDPA_O] = "o",
-    [FROST__SDPA_STATS] = "stats",
-    [FROST__SDPA_BIAS] = "bias",
-    [FROST__SDPA_SINK] = "sink",
-    [FROST__SDPA_SEQ_LEN_Q] = "seq_len_q",
-    [FROST__SDPA_SEQ_LEN_KV] = "seq_len_kv",
-    [FROST__SDPA_D_O] = "d_o",
-    [FROST__SDPA_D_Q] = "d_q",
-    [FROST__SDPA_D_K] = "d_k",
-    [FROST__SDPA_D_V] = "d_v",
-    [FROST__SDPA_D_BIAS] = "d_bias",
-    [FROST__SDPA_D_SINK] = "d_sink",
-    [FROST__SDPA_RAGGED_Q] = "ragged_q",
-    [FROST__SDPA_RAGGED_K] = "ragged_k",
-    [FROST__SDPA_RAGGED_V] = "ragged_v",
-    [FROST__SDPA_RAGGED_O] = "ragged_o",
-    [FROST__SDPA_RAGGED_D_O] = "ragged_d_o",
-    [FROST__SDPA_RAGGED_D_Q] = "ragged_d_q",
-    [FROST__SDPA_RAGGED_D_K] = "ragged_d_k",
+    [FROST__SDPA_Q] = "q",           [FROST__SDPA_K] = "k",           [FROST__SDPA_V] = "v",
+    [FROST__SDPA_O] = "o",           [FROST__SDPA_STATS] = "stats",   [FROST__SDPA_BIAS] = "bias",
+    [FROST__SDPA_SINK] = "sink",     [FROST__SDPA_SEQ_LEN_Q] = "seq_len_q",
+    [FROST__SDPA_SEQ_LEN_KV] = "seq_len_kv",                          [FROST__SDPA_D_O] = "d_o",
+    [FROST__SDPA_D_Q] = "d_q",       [FROST__SDPA_D_K] = "d_k",       [FROST__SDPA_D_V] = "d_v",
+    [FROST__SDPA_D_BIAS] = "d_bias", [FROST__SDPA_D_SINK] = "d_sink", [FROST__SDPA_RAGGED_Q] = "ragged_q",
+    [FROST__SDPA_RAGGED_K] = "ragged_k",     [FROST__SDPA_RAGGED_V] = "ragged_v",
+    [FROST__SDPA_RAGGED_O] = "ragged_o",     [FROST__SDPA_RAGGED_D_O] = "ragged_d_o",
+    [FROST__SDPA_RAGGED_D_Q] = "ragged_d_q", [FROST__SDPA_RAGGED_D_K] = "ragged_d_k",
     [FROST__SDPA_RAGGED_D_V] = "ragged_d_v",
 };
 
@@ -146,10 +133,21 @@ static int is_io_dtype(frost_dtype t)
     return t == FROST_F32 || t == FROST_F16 || t == FROST_BF16;
 }
 
+/* Notes that data_slot is ragged by the offsets tensor `ragged` (of dtype dt). */
+static void record_ragged(vstate *v, int data_slot, frost_tensor ragged, frost_dtype dt)
+{
+    int rs = frost__sdpa_ragged_slot(data_slot);
+    v->p->op[data_slot].ragged = 1;
+    v->p->op[data_slot].ragged_dtype = dt;
+    v->slot[rs] = ragged;
+    v->p->op[rs].present = 1;
+    v->p->op[rs].dtype = dt;
+    v->p->op[rs].stride[0] = 1;
+}
+
 /* Ragged offsets of a 4-D operand: int32/int64 [b + 1] or [b + 1, 1, 1, 1], contiguous. */
 static frost_status check_ragged(vstate *v, int data_slot, const char *role, const frost__tensor *t)
 {
-    frost__sdpa_operand *o = &v->p->op[data_slot];
     if (t->ragged_offset == FROST_TENSOR_NONE)
         return FROST_OK;
     const frost__tensor *r = frost__tensor_get(v->g, t->ragged_offset);
@@ -173,13 +171,7 @@ static frost_status check_ragged(vstate *v, int data_slot, const char *role, con
     if (r->strides[0] != 1)
         return invalid(v, "%s's ragged offset dim 0 must be contiguous: expected stride 1, got %lld [tensor \"%s\"]",
                        role, (long long)r->strides[0], tname(r));
-    int rs = frost__sdpa_ragged_slot(data_slot);
-    o->ragged = 1;
-    o->ragged_dtype = r->dtype;
-    v->slot[rs] = t->ragged_offset;
-    v->p->op[rs].present = 1;
-    v->p->op[rs].dtype = r->dtype;
-    v->p->op[rs].stride[0] = 1;
+    record_ragged(v, data_slot, t->ragged_offset, r->dtype);
     return FROST_OK;
 }
 
@@ -232,8 +224,9 @@ static frost_status check_io(vstate *v, int slot, const char *role, const frost_
 }
 
 /* Optional bias [b|1, h_q|1, s_q, s_kv], f32 or the I/O dtype. */
-static frost_status check_bias(vstate *v, const frost__tensor *t)
+static frost_status check_bias(vstate *v, int slot, const char *role, const frost__tensor *t)
 {
+    (void)role;
     static const int roles[4] = {PD_B, PD_HQ, PD_SQ, PD_SKV};
     if (t->rank != 4)
         return invalid(v, "bias must have rank 4 ([b or 1, h_q or 1, s_q, s_kv]), got rank %d [tensor \"%s\"]",
@@ -256,7 +249,7 @@ static frost_status check_bias(vstate *v, const frost__tensor *t)
     }
     if (t->ragged_offset)
         return invalid(v, "bias cannot be ragged (it has a ragged offset tensor) [tensor \"%s\"]", tname(t));
-    frost__sdpa_operand *o = &v->p->op[FROST__SDPA_BIAS];
+    frost__sdpa_operand *o = &v->p->op[slot];
     o->present = 1;
     o->dtype = t->dtype;
     for (int k = 0; k < 4; k++)
@@ -433,34 +426,25 @@ static frost_status check_common(vstate *v, const sdpa_inputs *in, const frost__
         return s;
     v->slot[FROST__SDPA_V] = in->v;
 
-    if ((s = lookup(v, in->bias, "bias", 0, &t)))
-        return s;
-    *bias_out = t;
-    if (t) {
-        if ((s = check_bias(v, t)))
+    const struct {
+        frost_tensor id;
+        int slot;
+        const char *role;
+        frost_status (*check)(vstate *, int, const char *, const frost__tensor *);
+    } optional[] = {
+        {in->bias, FROST__SDPA_BIAS, "bias", check_bias},
+        {in->sink, FROST__SDPA_SINK, "sink", check_sink},
+        {in->seq_len_q, FROST__SDPA_SEQ_LEN_Q, "seq_len_q", check_seq_len},
+        {in->seq_len_kv, FROST__SDPA_SEQ_LEN_KV, "seq_len_kv", check_seq_len},
+    };
+    for (size_t i = 0; i < FROST__ARRAY_SIZE(optional); i++) {
+        if ((s = lookup(v, optional[i].id, optional[i].role, 0, &t)))
             return s;
-        v->slot[FROST__SDPA_BIAS] = in->bias;
-    }
-    if ((s = lookup(v, in->sink, "sink", 0, &t)))
-        return s;
-    if (t) {
-        if ((s = check_sink(v, FROST__SDPA_SINK, "sink", t)))
+        if (t && (s = optional[i].check(v, optional[i].slot, optional[i].role, t)))
             return s;
-        v->slot[FROST__SDPA_SINK] = in->sink;
-    }
-    if ((s = lookup(v, in->seq_len_q, "seq_len_q", 0, &t)))
-        return s;
-    if (t) {
-        if ((s = check_seq_len(v, FROST__SDPA_SEQ_LEN_Q, "seq_len_q", t)))
-            return s;
-        v->slot[FROST__SDPA_SEQ_LEN_Q] = in->seq_len_q;
-    }
-    if ((s = lookup(v, in->seq_len_kv, "seq_len_kv", 0, &t)))
-        return s;
-    if (t) {
-        if ((s = check_seq_len(v, FROST__SDPA_SEQ_LEN_KV, "seq_len_kv", t)))
-            return s;
-        v->slot[FROST__SDPA_SEQ_LEN_KV] = in->seq_len_kv;
+        v->slot[optional[i].slot] = optional[i].id;
+        if (optional[i].slot == FROST__SDPA_BIAS)
+            *bias_out = t;
     }
 
     const frost_sdpa_attrs *a = in->attrs;
@@ -532,48 +516,6 @@ static void strides_like(const frost__tensor *like, const int64_t dims[4], int64
     }
 }
 
-/* Resolves a 4-D I/O output (O, dQ, dK, dV): checks a user-given tensor or plans an
- * automatic one shaped like `like`. */
-static frost_status resolve_io_out(vstate *v, frost_tensor *id, int slot, const char *role, const int roles[4],
-                                   const frost__tensor *like, auto_out *autos, int *n_autos)
-{
-    if (*id != FROST_TENSOR_NONE && *id != FROST_TENSOR_AUTO) {
-        const frost__tensor *t;
-        frost_status s;
-        if ((s = lookup(v, *id, role, 1, &t)) || (s = check_io(v, slot, role, t, roles)) ||
-            (s = check_no_broadcast(v, role, t)) || (s = check_output_id(v, *id, role, t, slot)))
-            return s;
-        v->slot[slot] = *id;
-        return FROST_OK;
-    }
-    auto_out *a = &autos[(*n_autos)++];
-    memset(a, 0, sizeof *a);
-    a->slot = slot;
-    a->suffix = slot_names[slot];
-    a->dtype = v->p->dtype;
-    a->rank = 4;
-    for (int k = 0; k < 4; k++)
-        a->dims[k] = v->pd[roles[k]];
-    strides_like(like, a->dims, a->strides);
-    a->ragged = like->ragged_offset;
-    a->dest = id;
-    frost__sdpa_operand *o = &v->p->op[slot];
-    o->present = 1;
-    o->dtype = a->dtype;
-    memcpy(o->stride, a->strides, sizeof o->stride);
-    if (a->ragged) {
-        int rs = frost__sdpa_ragged_slot(slot);
-        const frost__tensor *r = frost__tensor_get(v->g, a->ragged); /* checked with `like` */
-        o->ragged = 1;
-        o->ragged_dtype = r->dtype;
-        v->slot[rs] = a->ragged;
-        v->p->op[rs].present = 1;
-        v->p->op[rs].dtype = r->dtype;
-        v->p->op[rs].stride[0] = 1;
-    }
-    return FROST_OK;
-}
-
 static auto_out *plan_auto(auto_out *autos, int *n_autos, int slot, frost_tensor *dest, frost_dtype dtype,
                            const int64_t dims[4])
 {
@@ -591,6 +533,35 @@ static auto_out *plan_auto(auto_out *autos, int *n_autos, int slot, frost_tensor
     }
     a->dest = dest;
     return a;
+}
+
+/* Resolves a 4-D I/O output (O, dQ, dK, dV): checks a user-given tensor or plans an
+ * automatic one shaped like `like`. */
+static frost_status resolve_io_out(vstate *v, frost_tensor *id, int slot, const char *role, const int roles[4],
+                                   const frost__tensor *like, auto_out *autos, int *n_autos)
+{
+    if (*id != FROST_TENSOR_NONE && *id != FROST_TENSOR_AUTO) {
+        const frost__tensor *t;
+        frost_status s;
+        if ((s = lookup(v, *id, role, 1, &t)) || (s = check_io(v, slot, role, t, roles)) ||
+            (s = check_no_broadcast(v, role, t)) || (s = check_output_id(v, *id, role, t, slot)))
+            return s;
+        v->slot[slot] = *id;
+        return FROST_OK;
+    }
+    int64_t dims[4];
+    for (int k = 0; k < 4; k++)
+        dims[k] = v->pd[roles[k]];
+    auto_out *a = plan_auto(autos, n_autos, slot, id, v->p->dtype, dims);
+    strides_like(like, a->dims, a->strides);
+    a->ragged = like->ragged_offset;
+    frost__sdpa_operand *o = &v->p->op[slot];
+    o->present = 1;
+    o->dtype = a->dtype;
+    memcpy(o->stride, a->strides, sizeof o->stride);
+    if (a->ragged) /* `like` passed check_ragged, so its offsets tensor exists */
+        record_ragged(v, slot, a->ragged, frost__tensor_get(v->g, a->ragged)->dtype);
+    return FROST_OK;
 }
 
 /* Creates the planned outputs and appends the node; on failure removes what it created. */
