@@ -145,9 +145,10 @@ typedef struct batch_geo {
 } batch_geo;
 
 /* Lengths follow the reference: seq_len when given, else the ragged slice of Q (of K,
- * then V, for keys), else the s dim.  Device data is not validated here, so every length
- * is clamped to what the operands own: a bad offset can give wrong rows but never an
- * out-of-bounds access. */
+ * then V, for keys), else the s dim.  Device data is not validated here (the reference
+ * engine reports bad offsets and lengths as INVALID_ARGUMENT); lengths are clamped to the
+ * rows their operands own and to the s dims, so a bad seq_len never reads past a slice,
+ * but offsets themselves must be valid. */
 FROST_DEVICE batch_geo batch_geometry(const sdpa_fwd_params &p, int b, int h)
 {
     batch_geo g;
