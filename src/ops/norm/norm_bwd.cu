@@ -180,6 +180,9 @@ FROST_DEVICE void bwd_rows(const norm_bwd_params *p, const int vec)
 #if PREFETCH
     uint32_t nx[ELEMS], ndy[ELEMS];
     float nmean = 0.0f, nrstd = 1.0f;
+#pragma unroll
+    for (int i = 0; i < ELEMS; i++)
+        nx[i] = ndy[i] = 0u;
     if (row < end)
         bwd_load(p, row, lane, vec, units, x, dy, &mean_s, &rstd_s);
 #endif

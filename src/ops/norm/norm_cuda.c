@@ -153,10 +153,10 @@ static frost_status check_layouts(const frost__norm_problem *p, frost__buf *why)
             print_inner_strides(why, p, l);
             return FROST_NOT_SUPPORTED;
         }
-        if (l->row_stride < 0 && p->rows > 0) {
+        if (l->row_stride < 0 && p->rows > 1) {
             frost__buf_printf(why,
-                              "cuda norm needs %s's outer (row) dims to collapse to one row stride; its %d outer "
-                              "dims do not (make the rows evenly spaced, e.g. packed)",
+                              "cuda norm needs %s's outer (row) dims to collapse to one non-negative row stride; "
+                              "its %d outer dims do not (make the rows evenly spaced, e.g. packed)",
                               slot_label[data_slots[i]], p->outer_rank);
             return FROST_NOT_SUPPORTED;
         }
@@ -172,7 +172,7 @@ static frost_status check_layouts(const frost__norm_problem *p, frost__buf *why)
     }
     for (size_t i = 0; i < FROST__ARRAY_SIZE(stat_slots); i++) {
         const frost__norm_layout *l = &p->slot[stat_slots[i]];
-        if (l->present && l->row_stride < 0 && p->rows > 0) {
+        if (l->present && l->row_stride < 0 && p->rows > 1) {
             frost__buf_printf(why,
                               "cuda norm needs %s's outer dims to collapse to one stride between rows; they do not "
                               "(give it packed strides)",
@@ -356,9 +356,10 @@ static int aligned16(const void *ptr)
     return ((uintptr_t)ptr & 15u) == 0;
 }
 
+/* Elements between rows of a slot (select refused negative strides when rows > 1). */
 static int64_t row_stride_of(const frost__norm_problem *p, int slot)
 {
-    return p->slot[slot].present && p->slot[slot].row_stride > 0 ? p->slot[slot].row_stride : 0;
+    return p->slot[slot].present && p->rows > 1 ? p->slot[slot].row_stride : 0;
 }
 
 static frost_status launch(const frost_context *ctx, frost__kernel *k, unsigned grid_x, unsigned grid_y,
@@ -411,7 +412,7 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
     const int pairs = plan->want_dscale + plan->want_dbias;
     float *partial[2] = {NULL, NULL};
     frost_status s;
-    if (pairs > 0) {
+    if (pairs > 0 && plan->partial_bytes > 0) {
         if (!workspace || !aligned16(workspace))
             return frost__fail(FROST_INVALID_ARGUMENT, "cuda norm backward needs a 16-byte aligned workspace of %zu "
                                                        "bytes; got %p", norm_workspace(n, plan), workspace);

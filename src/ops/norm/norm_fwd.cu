@@ -122,6 +122,9 @@ FROST_DEVICE void fwd_rows(const norm_fwd_params *p, const int vec)
         cur[i] = 0u;
 #if PREFETCH
     uint32_t next[ELEMS];
+#pragma unroll
+    for (int i = 0; i < ELEMS; i++)
+        next[i] = 0u;
     if (row < p->rows)
         norm_load_row(cur, x + row * p->x_row_stride, lane, p->cols, vec, units);
 #endif
