@@ -9,23 +9,25 @@
  * Validation is one pass over the descriptor in a fixed order (attributes, Q, K, V, the
  * optional inputs, then the outputs).  The first problem found is reported through
  * frost__fail with the tensor's role ("K"), the dim (index and name), the expected and the
- * actual value, plus the user's tensor name and id in brackets, so that a caller can find
- * the offending line of their code without a debugger.  The seven problem dims are
+ * actual value, plus the user's tensor name in brackets, so that a caller can find the
+ * offending line of their code without a debugger.  The seven problem dims are
  * "defined" by the first tensor that carries them (Q defines b, h_q, s_q, d_qk; K defines
  * h_kv, s_kv; V defines d_v) and every later tensor must agree: messages then say whose
  * value was expected ("must equal Q's d_qk").
  *
  * Nothing is created until everything user-given has been checked; outputs frost creates
  * (id 0 or FROST_TENSOR_AUTO) are packed, follow the dim order of their input (O and dQ
- * follow Q, dK follows K, dV follows V) and share its ragged offsets.  If appending the
- * node fails after that, the tensors created for it are removed again.
+ * follow Q, dK follows K, dV follows V) and share its ragged offsets; a ragged output is
+ * always token-major (b, then s, then h and d in the input's order), since the token
+ * count is unknown before execute.  If appending the node fails after that, the tensors
+ * created for it are removed again.
  *
  * Semantics the engines share (also stated in sdpa_ref.c's header comment):
  *   - the problem's BIAS and D_BIAS strides are 0 exactly on the dims where the bias has
  *     size 1 (broadcast forward, reduced backward);
- *   - rows of a padded (non-ragged) output beyond the actual length are written: O, dQ,
- *     dK and dV with 0, stats with -inf; ragged outputs are written only on the tokens of
- *     each batch's slice.
+ *   - every row an output owns is written: rows beyond the actual length get 0 (O, dQ,
+ *     dK, dV) or -inf (stats).  A padded output owns its s rows per batch; a ragged one
+ *     the tokens of each batch's slice, and nothing outside the slices is touched.
  */
 #include <math.h>
 #include <stdio.h>
