@@ -43,7 +43,7 @@ typedef struct sdpa_case {
     uint32_t mask;
     int left, right, align;
     int layout, ragged, pad, zero_len;
-    int bias, bias_io, sink, stats;
+    int bias, bias_io, bias_inf, sink, stats; /* bias_inf: -inf entries, row 0 all -inf */
     int backward, user_out;
 } sdpa_case;
 
@@ -84,6 +84,8 @@ static const sdpa_case table[] = {
      .bias = BIAS_1H, .bias_io = 1},
     {"bias [b,1]", SHAPE(2, 2, 1, 5, 6, 8, 8), .dtype = F32, .layout = LAYOUT_RANDOM, .bias = BIAS_B1},
     {"bias [1,1]", SHAPE(2, 2, 2, 4, 4, 8, 8), .dtype = F32, .layout = LAYOUT_RANDOM, .bias = BIAS_11},
+    {"bias with -inf entries and a -inf row", SHAPE(2, 2, 1, 5, 6, 4, 4), .dtype = F16, .bias = BIAS_1H,
+     .bias_io = 1, .bias_inf = 1, .stats = 1},
     {"sink + stats", SHAPE(2, 4, 2, 6, 6, 8, 8), .dtype = F32, .mask = R, .sink = 1, .stats = 1},
     {"sink on empty rows", SHAPE(1, 2, 2, 4, 4, 4, 4), .dtype = F32, .mask = L | R, .sink = 1, .stats = 1},
     {"negative scale", SHAPE(2, 2, 2, 6, 6, 8, 8), .dtype = F32, .scale = -0.7, .layout = LAYOUT_RANDOM, .stats = 1},
@@ -100,6 +102,10 @@ static const sdpa_case table[] = {
      .backward = 1},
     {"bwd negative scale bias [b,1]", SHAPE(2, 2, 2, 4, 5, 3, 5), .dtype = F32, .scale = -0.6, .mask = L, .left = 2,
      .layout = LAYOUT_RANDOM, .bias = BIAS_B1, .stats = 1, .backward = 1},
+    {"bwd bias -inf entries, sink", SHAPE(2, 2, 2, 4, 5, 4, 4), .dtype = F32, .mask = R, .align = BR,
+     .bias = BIAS_FULL, .bias_inf = 1, .sink = 1, .stats = 1, .backward = 1},
+    {"bwd bias -inf entries", SHAPE(2, 2, 1, 4, 5, 4, 4), .dtype = BF16, .bias = BIAS_B1, .bias_inf = 1, .stats = 1,
+     .backward = 1},
     {"bwd ragged kv gqa bf16 bias [1,h]", SHAPE(2, 4, 2, 5, 6, 4, 4), .dtype = BF16, .mask = R, .right = 1,
      .ragged = RAG_KV, .bias = BIAS_1H, .bias_io = 1, .stats = 1, .backward = 1},
 };
@@ -761,10 +767,10 @@ static void run_case(const sdpa_case *c, uint64_t seed, int index, frost_context
     char desc[400];
     snprintf(desc, sizeof desc,
              "%s: b=%d h_q=%d h_kv=%d s_q=%d s_kv=%d d_qk=%d d_v=%d %s scale=%g mask=%u left=%d right=%d align=%d "
-             "layout=%d ragged=%d pad=%d zero_len=%d bias=%d%s sink=%d stats=%d bwd=%d user_out=%d",
+             "layout=%d ragged=%d pad=%d zero_len=%d bias=%d%s%s sink=%d stats=%d bwd=%d user_out=%d",
              c->name, c->b, c->h_q, c->h_kv, c->s_q, c->s_kv, c->d_qk, c->d_v, frost_dtype_name(c->dtype), c->scale,
              (unsigned)c->mask, c->left, c->right, c->align, c->layout, c->ragged, c->pad, c->zero_len, c->bias,
-             c->bias_io ? "(io)" : "", c->sink, c->stats, c->backward, c->user_out);
+             c->bias_io ? "(io)" : "", c->bias_inf ? "(-inf)" : "", c->sink, c->stats, c->backward, c->user_out);
     tu_set_context("test_sdpa_ref", seed, index, desc);
     int failures_before = tu_failures();
     static run r;
@@ -784,6 +790,14 @@ static void run_case(const sdpa_case *c, uint64_t seed, int index, frost_context
             tu_buf_fill_uniform(&ins[i]->buf, &r.rng, -1.0, 1.0);
     if (c->bias)
         tu_buf_fill_uniform(&r.bias, &r.rng, -1.0, 1.0);
+    if (c->bias_inf) { /* an additive mask: some keys hidden, and row 0 hidden entirely */
+        const int64_t *bd = r.bias.dims, *bs = r.bias.strides;
+        for (int64_t e = 0; e < bd[0] * bd[1] * bd[2] * bd[3]; e++) {
+            int64_t j = e % bd[3], i = e / bd[3] % bd[2], h = e / (bd[2] * bd[3]) % bd[1], b = e / (bd[1] * bd[2] * bd[3]);
+            if (i == 0 || tu_int(&r.rng, 0, 3) == 0)
+                tu_buf_set(&r.bias, b * bs[0] + h * bs[1] + i * bs[2] + j * bs[3], -INFINITY);
+        }
+    }
     if (c->sink)
         tu_buf_fill_uniform(&r.sink, &r.rng, -1.5, 1.5);
     bind_all(&r);
@@ -848,6 +862,7 @@ static sdpa_case random_case(uint64_t seed, int index, int backward)
     c.zero_len = (int)tu_int(&r, 0, 1);
     c.bias = tu_int(&r, 0, 1) ? 0 : (int)tu_int(&r, 1, 4);
     c.bias_io = (int)tu_int(&r, 0, 1);
+    c.bias_inf = c.bias && tu_int(&r, 0, 4) == 0;
     c.sink = tu_int(&r, 0, 2) == 0;
     c.stats = backward || tu_int(&r, 0, 1);
     c.backward = backward;
