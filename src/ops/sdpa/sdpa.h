@@ -104,4 +104,13 @@ extern const frost__op_impl frost__sdpa_bwd_cuda;
 struct frost__kernel_key; /* src/runtime/runtime.h */
 size_t frost__sdpa_fwd_cuda_keys(struct frost__kernel_key *keys, size_t cap, int equal_dims_only);
 
+/* Every kernel key the cuda engine's backward selector can choose (sdpa_cuda_bwd.c) on a
+ * device of architecture `arch` ("sm_90a", "sm_80", "sm_89", ...: the arch picks the
+ * shared-memory tier and so the tiles), in a fixed order: for each f16/bf16 x bias
+ * (none, f32, I/O dtype) x D_QK x D_V (16..256 in steps of 16), the five entry points
+ * sdpa_bwd_preprocess, _dsink, _dkdv, _dq, _dbias, which share one cubin (the cache key
+ * ignores the entry).  Writes min(cap, total) keys (keys may be NULL when cap is 0) and
+ * returns the total: 7680 keys, or 480 with equal_dims_only (d_qk = d_v). */
+size_t frost__sdpa_bwd_cuda_keys(struct frost__kernel_key *keys, size_t cap, const char *arch, int equal_dims_only);
+
 #endif /* FROST_OPS_SDPA_H */

@@ -1,5 +1,5 @@
 /*
- * sdpa_bwd.cu — flash-attention backward on tensor cores (mma.sync m16n8k16, f16/bf16
+ * sdpa_bwd.cu: flash-attention backward on tensor cores (mma.sync m16n8k16, f16/bf16
  * operands, f32 accumulation) for sm_80 and later.  Compiled by NVRTC at run time; the
  * configuration comes from -D defines chosen by src/ops/sdpa/sdpa_cuda_bwd.c.
  *
@@ -78,8 +78,11 @@
 #define Q_STAGES 2
 #endif
 
-#define DQK_P ((D_QK + 15) / 16 * 16)
-#define DV_P ((D_V + 15) / 16 * 16)
+/* D_QK and D_V are the head dims rounded up to 16 (the columns the tiles hold); the
+ * actual dims p.dim_qk, p.dim_v are run-time, the extra columns are zero-filled. */
+#define DQK_P D_QK
+#define DV_P D_V
+static_assert(D_QK % 16 == 0 && D_V % 16 == 0, "D_QK and D_V are head dims rounded up to 16");
 #define LD_QK (DQK_P + 8)
 #define LD_V (DV_P + 8)
 #define BAND_BIG (1 << 30)
@@ -87,7 +90,7 @@
 /* Operand indices of the per-operand arrays (strides, ragged offsets, 16-byte flag). */
 enum { OPD_Q, OPD_K, OPD_V, OPD_O, OPD_DO, OPD_DQ, OPD_DK, OPD_DV, OPD_COUNT };
 
-/* Mirrors struct sdpa_bwd_params in sdpa_cuda_bwd.c field by field (648 bytes; both
+/* Mirrors struct sdpa_bwd_params in sdpa_cuda_bwd.c field by field (656 bytes; both
  * sides assert the size).  Pointers and int64 first, then 4-byte fields: no padding. */
 typedef struct sdpa_bwd_params {
     const uint16_t *q, *k, *v, *o, *d_o;
@@ -102,14 +105,14 @@ typedef struct sdpa_bwd_params {
     int64_t str[OPD_COUNT][4]; /* (b, h, s, d) element strides */
     int64_t str_bias[4], str_dbias[4], str_stats[4];
     int64_t str_sink, str_dsink, str_seq_len_q, str_seq_len_kv;
-    int32_t b, h_q, h_kv, group, s_q, s_kv;
+    int32_t b, h_q, h_kv, group, s_q, s_kv, dim_qk, dim_v; /* dim_*: actual head dims */
     int32_t mask_flags, left, right, bottom_right; /* bounds clamped to 2^29 by the host */
     int32_t ragged_i64; /* bit OPD_x: ragged offsets of operand x are int64 */
     int32_t vec;        /* bit OPD_x: operand x may use the 16-byte cp.async path */
     int32_t dbias_reduce_b, dbias_reduce_h;
     float scale, scale_log2;
 } sdpa_bwd_params;
-static_assert(sizeof(sdpa_bwd_params) == 648, "sdpa_bwd_params layout changed: update sdpa_cuda_bwd.c");
+static_assert(sizeof(sdpa_bwd_params) == 656, "sdpa_bwd_params layout changed: update sdpa_cuda_bwd.c");
 
 #define PARAMS const __grid_constant__ sdpa_bwd_params
 
@@ -150,6 +153,8 @@ FROST_DEVICE int length_kv(const sdpa_bwd_params *p, int b)
         n = p->seq_len_kv[b * p->str_seq_len_kv];
     else if (p->ragged[OPD_K])
         n = ragged_at(p, OPD_K, b + 1) - ragged_at(p, OPD_K, b);
+    else if (p->ragged[OPD_V])
+        n = ragged_at(p, OPD_V, b + 1) - ragged_at(p, OPD_V, b);
     return clamp_len(n, p->s_kv);
 }
 
@@ -225,7 +230,7 @@ extern "C" __global__ void __launch_bounds__(128) sdpa_bwd_preprocess(PARAMS p)
         if (i < len_q) {
             const uint16_t *o = p.o + o_base + i * p.str[OPD_O][2];
             const uint16_t *d_o = p.d_o + do_base + i * p.str[OPD_DO][2];
-            for (int c = lane; c < D_V; c += 32) {
+            for (int c = lane; c < p.dim_v; c += 32) {
                 frost_io x, y;
                 x.bits = o[c * p.str[OPD_O][3]];
                 y.bits = d_o[c * p.str[OPD_DO][3]];
@@ -305,10 +310,10 @@ FROST_DEVICE void kv_load_queries(const sdpa_bwd_params *p, uint16_t *smem, int 
     const int64_t *sq = p->str[OPD_Q], *sdo = p->str[OPD_DO];
     frost_tile_load_b16(smem + KV_SMEM_Q + stage * KV_BM * LD_QK, LD_QK,
                         p->q + batch_base(p, OPD_Q, b) + h * sq[1] + m0 * sq[2], sq[2], sq[3], KV_BM, DQK_P,
-                        valid, D_QK, (p->vec >> OPD_Q) & 1, threadIdx.x, KV_NT);
+                        valid, p->dim_qk, (p->vec >> OPD_Q) & 1, threadIdx.x, KV_NT);
     frost_tile_load_b16(smem + KV_SMEM_DO + stage * KV_BM * LD_V, LD_V,
                         p->d_o + batch_base(p, OPD_DO, b) + h * sdo[1] + m0 * sdo[2], sdo[2], sdo[3], KV_BM, DV_P,
-                        valid, D_V, (p->vec >> OPD_DO) & 1, threadIdx.x, KV_NT);
+                        valid, p->dim_v, (p->vec >> OPD_DO) & 1, threadIdx.x, KV_NT);
     float *rows = (float *)(smem + KV_SMEM_ROWS);
     const int64_t ws = ws_row(p, b, h);
     for (int r = threadIdx.x; r < KV_BM; r += KV_NT) {
@@ -357,9 +362,9 @@ extern "C" __global__ void __launch_bounds__(KV_NT) sdpa_bwd_dkdv(PARAMS p)
         const int valid = imin(KV_BN, m.len_kv - n0);
         const int64_t *sk = p.str[OPD_K], *sv = p.str[OPD_V];
         frost_tile_load_b16(smem + KV_SMEM_K, LD_QK, p.k + batch_base(&p, OPD_K, b) + hk * sk[1] + n0 * sk[2], sk[2],
-                            sk[3], KV_BN, DQK_P, valid, D_QK, (p.vec >> OPD_K) & 1, threadIdx.x, KV_NT);
+                            sk[3], KV_BN, DQK_P, valid, p.dim_qk, (p.vec >> OPD_K) & 1, threadIdx.x, KV_NT);
         frost_tile_load_b16(smem + KV_SMEM_V, LD_V, p.v + batch_base(&p, OPD_V, b) + hk * sv[1] + n0 * sv[2], sv[2],
-                            sv[3], KV_BN, DV_P, valid, D_V, (p.vec >> OPD_V) & 1, threadIdx.x, KV_NT);
+                            sv[3], KV_BN, DV_P, valid, p.dim_v, (p.vec >> OPD_V) & 1, threadIdx.x, KV_NT);
         kv_load_queries(&p, smem, 0, b, hk * p.group, mt_begin * KV_BM, &m);
     }
 
@@ -379,7 +384,10 @@ extern "C" __global__ void __launch_bounds__(KV_NT) sdpa_bwd_dkdv(PARAMS p)
         const float *lse2 = (const float *)(smem + KV_SMEM_ROWS) + stage * KV_BM;
         const float *delta = (const float *)(smem + KV_SMEM_ROWS) + (KV_STAGES + stage) * KV_BM;
 
-        /* Phase 1: S^T = K Q^T and dP^T = V dO^T for 16 keys x KV_QSPAN queries. */
+        /* Phase 1 for 16 keys x KV_QSPAN queries: S^T = K Q^T, then P^T in place (before
+         * dP^T is live, which keeps the peak register count down), then dP^T = V dO^T and
+         * dS^T = P^T o (dP^T - delta).  P^T and dS^T (unscaled) go to shared memory in the
+         * I/O dtype. */
         float s[KV_NQT][4], dp[KV_NQT][4];
 #pragma unroll
         for (int n = 0; n < KV_NQT; n++)
@@ -395,6 +403,24 @@ extern "C" __global__ void __launch_bounds__(KV_NT) sdpa_bwd_dkdv(PARAMS p)
                 frost_mma_16816(s[2 * jj + 1], a, b1);
             }
         }
+#if BIAS
+        const void *bias = bias_at(&p, b, hk * p.group + it / n_mt);
+#endif
+#pragma unroll
+        for (int n = 0; n < KV_NQT; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int j = n0 + kr0 + g + 8 * (e >> 1), qc = qc0 + n * 8 + 2 * t + (e & 1), i = m0 + qc;
+                float pe = 0.f;
+                if (band_has(&m, i, j)) {
+                    float x = s[n][e] * p.scale_log2;
+#if BIAS
+                    x += bias_log2(bias, p.str_bias, i, j);
+#endif
+                    pe = frost_exp2_approx(x - lse2[qc]);
+                }
+                s[n][e] = pe;
+            }
 #pragma unroll
         for (int kk = 0; kk < DV_P / 16; kk++) {
             uint32_t a[4], b0[2], b1[2];
@@ -406,34 +432,16 @@ extern "C" __global__ void __launch_bounds__(KV_NT) sdpa_bwd_dkdv(PARAMS p)
                 frost_mma_16816(dp[2 * jj + 1], a, b1);
             }
         }
-#if BIAS
-        const void *bias = bias_at(&p, b, hk * p.group + it / n_mt);
-#endif
-        /* P^T and dS^T (unscaled) into shared memory, rounded to the I/O dtype. */
 #pragma unroll
-        for (int n = 0; n < KV_NQT; n++) {
+        for (int n = 0; n < KV_NQT; n++)
 #pragma unroll
             for (int half = 0; half < 2; half++) {
-                const int kr = kr0 + g + half * 8, j = n0 + kr, qc = qc0 + n * 8 + 2 * t;
-                float pv[2], ds[2];
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int i = m0 + qc + e;
-                    float pe = 0.f;
-                    if (band_has(&m, i, j)) {
-                        float x = s[n][half * 2 + e] * p.scale_log2;
-#if BIAS
-                        x += bias_log2(bias, p.str_bias, i, j);
-#endif
-                        pe = frost_exp2_approx(x - lse2[qc + e]);
-                    }
-                    pv[e] = pe;
-                    ds[e] = pe * (dp[n][half * 2 + e] - delta[qc + e]);
-                }
+                const int kr = kr0 + g + half * 8, qc = qc0 + n * 8 + 2 * t;
+                const float *pv = &s[n][2 * half], *dpv = &dp[n][2 * half];
                 *(uint32_t *)(sPt + kr * LD_P + qc) = FROST_PACK2(pv[0], pv[1]);
-                *(uint32_t *)(sdSt + kr * LD_P + qc) = FROST_PACK2(ds[0], ds[1]);
+                *(uint32_t *)(sdSt + kr * LD_P + qc) =
+                    FROST_PACK2(pv[0] * (dpv[0] - delta[qc]), pv[1] * (dpv[1] - delta[qc + 1]));
             }
-        }
         __syncthreads();
 
         /* Phase 2: dV += P^T dO and dK += dS^T Q over the tile's KV_BM queries. */
@@ -480,7 +488,7 @@ extern "C" __global__ void __launch_bounds__(KV_NT) sdpa_bwd_dkdv(PARAMS p)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const int c = dv0 + n * 8 + 2 * t + e;
-                if (j < rows_dv && c < D_V)
+                if (j < rows_dv && c < p.dim_v)
                     store_io(p.d_v, dv_base + j * sdv[2] + c * sdv[3], live ? acc_dv[n][half * 2 + e] : 0.f);
             }
 #pragma unroll
@@ -488,7 +496,7 @@ extern "C" __global__ void __launch_bounds__(KV_NT) sdpa_bwd_dkdv(PARAMS p)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const int c = dk0 + n * 8 + 2 * t + e;
-                if (j < rows_dk && c < D_QK)
+                if (j < rows_dk && c < p.dim_qk)
                     store_io(p.d_k, dk_base + j * sdk[2] + c * sdk[3], live ? p.scale * acc_dk[n][half * 2 + e] : 0.f);
             }
     }
@@ -531,9 +539,9 @@ FROST_DEVICE void q_load_queries(const sdpa_bwd_params *p, uint16_t *smem, int b
     const int valid = imin(Q_BM, m->len_q - m0);
     const int64_t *sq = p->str[OPD_Q], *sdo = p->str[OPD_DO];
     frost_tile_load_b16(smem, LD_QK, p->q + batch_base(p, OPD_Q, b) + h * sq[1] + m0 * sq[2], sq[2], sq[3], Q_BM,
-                        DQK_P, valid, D_QK, (p->vec >> OPD_Q) & 1, threadIdx.x, Q_NT);
+                        DQK_P, valid, p->dim_qk, (p->vec >> OPD_Q) & 1, threadIdx.x, Q_NT);
     frost_tile_load_b16(smem + Q_SMEM_DO, LD_V, p->d_o + batch_base(p, OPD_DO, b) + h * sdo[1] + m0 * sdo[2], sdo[2],
-                        sdo[3], Q_BM, DV_P, valid, D_V, (p->vec >> OPD_DO) & 1, threadIdx.x, Q_NT);
+                        sdo[3], Q_BM, DV_P, valid, p->dim_v, (p->vec >> OPD_DO) & 1, threadIdx.x, Q_NT);
 }
 
 /* Starts the copies of the K and V rows [n0, n0 + Q_BN) of (b, hk) into a stage; no commit. */
@@ -544,13 +552,14 @@ FROST_DEVICE void q_load_keys(const sdpa_bwd_params *p, uint16_t *smem, int stag
     const int64_t *sk = p->str[OPD_K], *sv = p->str[OPD_V];
     frost_tile_load_b16(smem + Q_SMEM_K + stage * Q_BN * LD_QK, LD_QK,
                         p->k + batch_base(p, OPD_K, b) + hk * sk[1] + n0 * sk[2], sk[2], sk[3], Q_BN, DQK_P, valid,
-                        D_QK, (p->vec >> OPD_K) & 1, threadIdx.x, Q_NT);
+                        p->dim_qk, (p->vec >> OPD_K) & 1, threadIdx.x, Q_NT);
     frost_tile_load_b16(smem + Q_SMEM_V + stage * Q_BN * LD_V, LD_V,
-                        p->v + batch_base(p, OPD_V, b) + hk * sv[1] + n0 * sv[2], sv[2], sv[3], Q_BN, DV_P, valid, D_V,
+                        p->v + batch_base(p, OPD_V, b) + hk * sv[1] + n0 * sv[2], sv[2], sv[3], Q_BN, DV_P, valid, p->dim_v,
                         (p->vec >> OPD_V) & 1, threadIdx.x, Q_NT);
 }
 
-/* dS (f32, C-fragment order) of this warp's 16 rows against keys [n0, n0 + Q_BN). */
+/* dS (f32, C-fragment order) of this warp's 16 rows against keys [n0, n0 + Q_BN): S, then
+ * P in place (before dP is live: lower peak register count), then dP and dS. */
 FROST_DEVICE void q_tile_ds(float ds[Q_NKT][4], const sdpa_bwd_params *p, const uint16_t *smem, int stage,
                             const qrows *r, int n0, const band *m, const void *bias)
 {
@@ -573,6 +582,22 @@ FROST_DEVICE void q_tile_ds(float ds[Q_NKT][4], const sdpa_bwd_params *p, const 
         }
     }
 #pragma unroll
+    for (int n = 0; n < Q_NKT; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int i = r->i[e >> 1], j = n0 + n * 8 + 2 * t + (e & 1);
+            float pe = 0.f;
+            if (band_has(m, i, j)) {
+                float x = ds[n][e] * p->scale_log2;
+#if BIAS
+                x += bias_log2(bias, p->str_bias, i, j);
+#endif
+                pe = frost_exp2_approx(x - r->lse2[e >> 1]);
+            }
+            ds[n][e] = pe;
+        }
+    (void)bias;
+#pragma unroll
     for (int kk = 0; kk < DV_P / 16; kk++) {
         uint32_t a[4], b0[2], b1[2];
         frost_frag_a(a, sdO, LD_V, row0, kk * 16);
@@ -586,19 +611,8 @@ FROST_DEVICE void q_tile_ds(float ds[Q_NKT][4], const sdpa_bwd_params *p, const 
 #pragma unroll
     for (int n = 0; n < Q_NKT; n++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int i = r->i[e >> 1], j = n0 + n * 8 + 2 * t + (e & 1);
-            float pe = 0.f;
-            if (band_has(m, i, j)) {
-                float x = ds[n][e] * p->scale_log2;
-#if BIAS
-                x += bias_log2(bias, p->str_bias, i, j);
-#endif
-                pe = frost_exp2_approx(x - r->lse2[e >> 1]);
-            }
-            ds[n][e] = pe * (dp[n][e] - r->delta[e >> 1]);
-        }
-    (void)bias;
+        for (int e = 0; e < 4; e++)
+            ds[n][e] *= dp[n][e] - r->delta[e >> 1];
 }
 
 FROST_DEVICE const void *q_bias(const sdpa_bwd_params *p, int b, int h)
@@ -703,7 +717,7 @@ extern "C" __global__ void __launch_bounds__(Q_NT) sdpa_bwd_dq(PARAMS p)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int i = r.i[e >> 1], c = n * 8 + 2 * t + (e & 1);
-            if (i < rows_dq && c < D_QK)
+            if (i < rows_dq && c < p.dim_qk)
                 store_io(p.d_q, dq_base + i * sdq[2] + c * sdq[3], i < m.len_q ? p.scale * dq[n][e] : 0.f);
         }
 }
