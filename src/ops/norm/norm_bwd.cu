@@ -21,15 +21,17 @@
  * are bitwise repeatable run to run, with or without the `deterministic` flag.
  *
  * The grid is persistent (the host sizes it to the resident blocks, fewer when rows are
- * few, so that the partial buffer stays small next to the tensors), and each row group
- * prefetches the next row's x, dy and saved statistics before it computes the current one.
+ * few, so that the partial buffer stays small next to the tensors).  Each row group keeps
+ * its next STAGES - 1 rows of x and dy in flight through a cp.async ring in shared memory
+ * (vector keys with STAGES > 1), or else prefetches the next row into registers, before
+ * it computes the current one.
  *
  * The chunked path (keys with LOOPED, and the misaligned fallback of vector keys) walks
  * each row several times in chunks and accumulates into its partial row in global
  * memory (each column of that row has one owner thread, so this is race-free and
  * deterministic too).
  *
- * Extra defines: ZERO_CENTERED, LOOPED, DSCALE (produce d_scale partials), DBIAS.
+ * Extra defines: ZERO_CENTERED, LOOPED, STAGES, DSCALE (produce d_scale partials), DBIAS.
  */
 #include "norm_kernel.cuh"
 
@@ -147,7 +149,46 @@ FROST_DEVICE float *bwd_partial_row(float *base, const norm_bwd_params *p)
     return base ? base + ((int64_t)blockIdx.x * ROWS_PER_BLOCK + group) * p->partial_stride : 0;
 }
 
-#if !defined(LOOPED)
+/* dx of one register-resident row and its share of the column sums; every thread of the
+ * block calls it (inactive: an idle group that only joins the reductions). */
+FROST_DEVICE void bwd_process(const norm_bwd_params *p, const uint32_t *x, const uint32_t *dy, int64_t row,
+                              bool active, float mean_s, float rstd_s, int lane, float *red, const int vec,
+                              const int units, float *acc_w, float *acc_b)
+{
+    float mean, rstd;
+    bwd_stats(p, x, lane, p->cols, mean_s, rstd_s, red, vec, units, &mean, &rstd);
+    float sg = 0.0f, sgx = 0.0f;
+    bwd_partial_dots(p, x, dy, lane, p->cols, 0, mean, rstd, vec, units, &sg, &sgx);
+    norm_group_sum2(&sg, &sgx, red);
+#if defined(KIND_LAYER)
+    const float mg = sg * p->inv_cols;
+#else
+    const float mg = 0.0f;
+#endif
+    if (active)
+        bwd_write_dx(p, x, dy, (frost_io *)p->dx + row * p->dx_row_stride, lane, p->cols, 0, mean, rstd, mg,
+                     sgx * p->inv_cols, vec, units, acc_w, acc_b);
+}
+
+FROST_DEVICE void bwd_load_stats(const norm_bwd_params *p, int64_t row, float *mean_s, float *rstd_s)
+{
+    *mean_s = p->mean ? p->mean[row * p->mean_stride] : 0.0f;
+    *rstd_s = p->inv_std ? p->inv_std[row * p->inv_std_stride] : 1.0f;
+}
+
+FROST_DEVICE void bwd_store_partials(const norm_bwd_params *p, const float *acc_w, const float *acc_b, int lane,
+                                     const int vec, const int units)
+{
+#if defined(DSCALE)
+    bwd_store_partial(bwd_partial_row(p->partial_scale, p), acc_w, lane, p->cols, 0, false, vec, units);
+#endif
+#if defined(DBIAS)
+    bwd_store_partial(bwd_partial_row(p->partial_bias, p), acc_b, lane, p->cols, 0, false, vec, units);
+#endif
+    (void)p, (void)acc_w, (void)acc_b, (void)lane;
+}
+
+#if !defined(LOOPED) && !(defined(STAGES) && STAGES > 1 && VEC > 1)
 /* Prefetching doubles the raw registers of x and dy; see the budget note in norm_fwd.cu. */
 #define PREFETCH (ELEMS * IO_BYTES <= (BLOCK < 1024 ? 64 : 32))
 
@@ -156,8 +197,7 @@ FROST_DEVICE void bwd_load(const norm_bwd_params *p, int64_t row, int lane, cons
 {
     norm_load_row(x, (const frost_io *)p->x + row * p->x_row_stride, lane, p->cols, vec, units);
     norm_load_row(dy, (const frost_io *)p->dy + row * p->dy_row_stride, lane, p->cols, vec, units);
-    *mean_s = p->mean ? p->mean[row * p->mean_stride] : 0.0f;
-    *rstd_s = p->inv_std ? p->inv_std[row * p->inv_std_stride] : 1.0f;
+    bwd_load_stats(p, row, mean_s, rstd_s);
 }
 
 /* Register-resident rows (see the essay at the top). */
@@ -197,19 +237,7 @@ FROST_DEVICE void bwd_rows(const norm_bwd_params *p, const int vec)
         if (active)
             bwd_load(p, row, lane, vec, units, x, dy, &mean_s, &rstd_s);
 #endif
-        float mean, rstd;
-        bwd_stats(p, x, lane, p->cols, mean_s, rstd_s, red, vec, units, &mean, &rstd);
-        float sg = 0.0f, sgx = 0.0f;
-        bwd_partial_dots(p, x, dy, lane, p->cols, 0, mean, rstd, vec, units, &sg, &sgx);
-        norm_group_sum2(&sg, &sgx, red);
-#if defined(KIND_LAYER)
-        const float mg = sg * p->inv_cols;
-#else
-        const float mg = 0.0f;
-#endif
-        if (active)
-            bwd_write_dx(p, x, dy, (frost_io *)p->dx + row * p->dx_row_stride, lane, p->cols, 0, mean, rstd, mg,
-                         sgx * p->inv_cols, vec, units, acc_w, acc_b);
+        bwd_process(p, x, dy, row, active, mean_s, rstd_s, lane, red, vec, units, acc_w, acc_b);
 #if PREFETCH
 #pragma unroll
         for (int i = 0; i < ELEMS; i++) {
@@ -220,14 +248,63 @@ FROST_DEVICE void bwd_rows(const norm_bwd_params *p, const int vec)
         rstd_s = nrstd;
 #endif
     }
-#if defined(DSCALE)
-    bwd_store_partial(bwd_partial_row(p->partial_scale, p), acc_w, lane, p->cols, 0, false, vec, units);
-#endif
-#if defined(DBIAS)
-    bwd_store_partial(bwd_partial_row(p->partial_bias, p), acc_b, lane, p->cols, 0, false, vec, units);
-#endif
+    bwd_store_partials(p, acc_w, acc_b, lane, vec, units);
 }
-#endif /* !LOOPED */
+#endif
+
+#if !defined(LOOPED) && defined(STAGES) && STAGES > 1 && VEC > 1
+/* Staged rows: as bwd_rows on the vector path, but the next STAGES - 1 rows of x and dy of
+ * each group wait in the shared-memory ring (norm_kernel.cuh); the saved statistics of
+ * the next row are prefetched into two registers. */
+FROST_DEVICE void bwd_rows_staged(const norm_bwd_params *p)
+{
+    extern __shared__ norm_cell ring[];
+    __shared__ float red[2 * BLOCK / 32];
+    const int group = threadIdx.x / GROUP, lane = threadIdx.x % GROUP;
+    const frost_io *xs = (const frost_io *)p->x, *dys = (const frost_io *)p->dy;
+    const int64_t start = (int64_t)blockIdx.x * p->rows_per_block;
+    const int64_t end = start + p->rows_per_block < p->rows ? start + p->rows_per_block : p->rows;
+    float acc_w[ELEMS], acc_b[ELEMS];
+#pragma unroll
+    for (int i = 0; i < ELEMS; i++)
+        acc_w[i] = acc_b[i] = 0.0f;
+    int64_t row = start + group;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        const int64_t r = row + s * ROWS_PER_BLOCK;
+        const bool ok = r < end;
+        norm_stage_row(ring, s, 0, 2, xs + (ok ? r : 0) * p->x_row_stride, lane, p->cols, ok);
+        norm_stage_row(ring, s, 1, 2, dys + (ok ? r : 0) * p->dy_row_stride, lane, p->cols, ok);
+        norm_cp_async_commit();
+    }
+    float mean_s = 0.0f, rstd_s = 1.0f;
+    if (row < end)
+        bwd_load_stats(p, row, &mean_s, &rstd_s);
+    int stage = 0;
+    for (int64_t first = start; first < end; first += ROWS_PER_BLOCK, row += ROWS_PER_BLOCK) {
+        const bool active = row < end;
+        const int64_t ahead = row + (STAGES - 1) * ROWS_PER_BLOCK;
+        const bool ok = ahead < end;
+        const int fill = stage == 0 ? STAGES - 1 : stage - 1;
+        norm_stage_row(ring, fill, 0, 2, xs + (ok ? ahead : 0) * p->x_row_stride, lane, p->cols, ok);
+        norm_stage_row(ring, fill, 1, 2, dys + (ok ? ahead : 0) * p->dy_row_stride, lane, p->cols, ok);
+        norm_cp_async_commit();
+        float nmean = 0.0f, nrstd = 1.0f;
+        if (row + ROWS_PER_BLOCK < end)
+            bwd_load_stats(p, row + ROWS_PER_BLOCK, &nmean, &nrstd);
+        norm_cp_async_wait_ring();
+        uint32_t x[ELEMS], dy[ELEMS];
+        norm_unstage_row(x, ring, stage, 0, 2);
+        norm_unstage_row(dy, ring, stage, 1, 2);
+        bwd_process(p, x, dy, row, active, mean_s, rstd_s, lane, red, VEC, NV, acc_w, acc_b);
+        mean_s = nmean;
+        rstd_s = nrstd;
+        stage = stage + 1 == STAGES ? 0 : stage + 1;
+    }
+    norm_cp_async_drain();
+    bwd_store_partials(p, acc_w, acc_b, lane, VEC, NV);
+}
+#endif
 
 #if defined(LOOPED) || VEC > 1
 /* Elements per thread and chunk of the misaligned fallback of vector keys. */
@@ -346,7 +423,11 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) norm_bwd_kernel(
     bwd_rows_chunked(&p, 1, ELEMS);
 #elif VEC > 1
     if (p.vec_ok) {
+#if defined(STAGES) && STAGES > 1
+        bwd_rows_staged(&p);
+#else
         bwd_rows(&p, VEC);
+#endif
         return;
     }
     bwd_rows_chunked(&p, 1, FALLBACK_UNITS);

@@ -51,8 +51,10 @@ FROST__STATIC_ASSERT(sizeof(norm_reduce_params) == NORM_REDUCE_PARAMS_BYTES, "no
  * that gives each thread at most nv_pref units, capped at max_group; units per thread
  * NV = ceil(units / group) must then be <= nv_max, else the row is walked in chunks
  * (LOOPED: group = block = looped_block threads, looped_nv units per chunk).  Blocks have
- * max(group, 256) threads.  The limits come from ptxas on sm_90a: no spills, and
- * registers low enough for 2+ blocks of 256 per SM (see the key notes in the .cu files).
+ * max(group, 256) threads.  Vector paths stream rows through a `stages`-deep cp.async ring
+ * in shared memory (fewer stages when the ring would pass RING_MAX_BYTES, register
+ * prefetch below 2).  The limits come from ptxas on sm_90a and sm_80: no spills, and
+ * registers low enough for 2+ blocks of 256 per SM.
  *
  *   cols (bf16)   fwd group x NV         bwd group x NV        (f32: units are 4 elements)
  *   128           8 x 2   (32 rows/blk)  8 x 2  (32 rows/blk)
@@ -67,16 +69,23 @@ FROST__STATIC_ASSERT(sizeof(norm_reduce_params) == NORM_REDUCE_PARAMS_BYTES, "no
 typedef struct tile_rule {
     int nv_pref, nv_max, max_group;
     int looped_block, looped_nv;
+    int stages; /* depth of the cp.async row ring (vector path), 0: register prefetch */
 } tile_rule;
 
 enum { PATH_VEC16 = 0, PATH_VEC32 = 1, PATH_SCALAR = 2 };
 
 static const tile_rule tile_rules[2][3] = {
     /* forward */
-    {{2, 4, 512, 1024, 2}, {2, 4, 1024, 1024, 2}, {8, 16, 1024, 1024, 8}},
+    {{2, 4, 512, 1024, 2, 4}, {2, 4, 1024, 1024, 2, 4}, {8, 16, 1024, 1024, 8, 0}},
     /* backward */
-    {{2, 3, 512, 512, 1}, {2, 4, 512, 512, 1}, {8, 8, 512, 512, 4}},
+    {{2, 3, 512, 512, 1, 4}, {2, 4, 512, 512, 1, 4}, {8, 8, 512, 512, 4, 0}},
 };
+/* The ring gets fewer stages when STAGES * (tensors * NV * BLOCK * 16 bytes) would pass
+ * RING_MAX_BYTES (two blocks still fit an SM); when not even 2 stages fit, 2 stages up to
+ * RING_MAX_2_BYTES (one block per SM: these are the widest rows, whose register prefetch
+ * would spill); else the kernel prefetches into registers. */
+#define RING_MAX_BYTES (96 * 1024)
+#define RING_MAX_2_BYTES (128 * 1024)
 
 /* ------------------------------------------------------------------------------------ */
 /* Plans                                                                                 */
@@ -85,6 +94,8 @@ typedef struct norm_plan {
     int backward;
     int vec, nv, group, block, looped;
     int rows_per_block_groups; /* row groups per block (block / group) */
+    int stages;                /* cp.async ring depth, 0 when none */
+    size_t ring_bytes;         /* dynamic shared memory of the ring */
     int want_dscale, want_dbias;
     frost__kernel_key key, reduce_key;
     frost__kernel *kernel, *reduce;
@@ -225,6 +236,15 @@ static frost_status make_config(const frost__norm_problem *p, norm_plan *plan, f
     }
     plan->block = plan->group < 256 ? 256 : plan->group;
     plan->rows_per_block_groups = plan->block / plan->group;
+    if (vector && !plan->looped) {
+        const size_t slot = (size_t)(p->backward ? 2 : 1) * (size_t)plan->nv * (size_t)plan->block * 16;
+        plan->stages = rule->stages;
+        while (plan->stages > 1 && (size_t)plan->stages * slot > RING_MAX_BYTES)
+            plan->stages--;
+        if (plan->stages < 2)
+            plan->stages = 2 * slot <= RING_MAX_2_BYTES ? 2 : 0;
+        plan->ring_bytes = (size_t)plan->stages * slot;
+    }
 
     const frost__norm_layout *scale = &p->slot[FROST__NORM_SCALE];
     const frost__norm_layout *bias = &p->slot[FROST__NORM_BIAS];
@@ -246,6 +266,8 @@ static frost_status make_config(const frost__norm_problem *p, norm_plan *plan, f
         frost__key_define(k, "ZERO_CENTERED", NULL);
     if (plan->looped)
         frost__key_define(k, "LOOPED", NULL);
+    if (plan->stages)
+        frost__key_define(k, "STAGES", "%d", plan->stages);
     if (p->backward) {
         plan->want_dscale = p->slot[FROST__NORM_D_SCALE].present;
         plan->want_dbias = p->slot[FROST__NORM_D_BIAS].present;
@@ -286,14 +308,15 @@ static frost_status norm_select(const frost_context *ctx, const frost__graph *g,
     return FROST_OK;
 }
 
-/* Resident blocks of the compiled kernel per SM (registers, threads, static smem). */
-static int blocks_per_sm(const frost__device *dev, const frost__kernel *k, int block)
+/* Resident blocks of the compiled kernel per SM (registers, threads, shared memory). */
+static int blocks_per_sm(const frost__device *dev, const frost__kernel *k, int block, size_t dyn_smem)
 {
     int by_threads = 2048 / block;
     int regs = k->attrs.registers > 0 ? k->attrs.registers : 128;
     int regs_per_thread = (regs + 7) / 8 * 8; /* allocated per warp in units of 256 */
     int by_regs = 65536 / (regs_per_thread * block);
-    int by_smem = k->attrs.static_smem > 0 ? (int)(dev->smem_per_sm / (size_t)(k->attrs.static_smem + 1024)) : 32;
+    size_t smem = (size_t)(k->attrs.static_smem > 0 ? k->attrs.static_smem : 0) + dyn_smem + 1024;
+    int by_smem = (int)(dev->smem_per_sm / smem);
     int b = by_threads < by_regs ? by_threads : by_regs;
     b = b < by_smem ? b : by_smem;
     b = b < 32 ? b : 32;
@@ -315,7 +338,10 @@ static frost_status norm_build(const frost_context *ctx, const frost__node *n, v
         if (s != FROST_OK)
             return s;
     }
-    plan->blocks_per_sm = blocks_per_sm(dev, plan->kernel, plan->block);
+    if (plan->ring_bytes > dev->smem_per_block_optin)
+        return frost__fail(FROST_NOT_SUPPORTED, "cuda norm: the row ring needs %zu bytes of shared memory per block; %s "
+                           "allows %zu", plan->ring_bytes, dev->name, dev->smem_per_block_optin);
+    plan->blocks_per_sm = blocks_per_sm(dev, plan->kernel, plan->block, plan->ring_bytes);
     const int64_t groups = plan->rows_per_block_groups;
     const int64_t resident = (int64_t)dev->sm_count * plan->blocks_per_sm;
     int64_t grid = ceil_div(p->rows, groups);
@@ -363,11 +389,12 @@ static int64_t row_stride_of(const frost__norm_problem *p, int slot)
 }
 
 static frost_status launch(const frost_context *ctx, frost__kernel *k, unsigned grid_x, unsigned grid_y,
-                           unsigned block, void *params, void *stream)
+                           unsigned block, size_t dyn_smem, void *params, void *stream)
 {
     frost__launch_dims dims;
     void *args[1] = {params};
     memset(&dims, 0, sizeof dims);
+    dims.dyn_smem = dyn_smem;
     dims.grid[0] = grid_x, dims.grid[1] = grid_y, dims.grid[2] = 1;
     dims.block[0] = block, dims.block[1] = 1, dims.block[2] = 1;
     return frost__launch(ctx->device, k, &dims, args, stream);
@@ -401,7 +428,7 @@ static frost_status fwd_execute(const frost_context *ctx, const frost__node *n, 
     params.inv_cols = (float)(1.0 / (double)p->cols);
     if (!params.x || !params.y)
         return frost__fail(FROST_INVALID_ARGUMENT, "cuda norm forward: X or Y is bound to NULL");
-    return launch(ctx, plan->kernel, plan->grid, 1, (unsigned)plan->block, &params, stream);
+    return launch(ctx, plan->kernel, plan->grid, 1, (unsigned)plan->block, plan->ring_bytes, &params, stream);
 }
 
 static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, const void *plan_ptr,
@@ -445,7 +472,7 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
         params.inv_cols = (float)(1.0 / (double)p->cols);
         if (!params.x || !params.dy || !params.dx)
             return frost__fail(FROST_INVALID_ARGUMENT, "cuda norm backward: X, dY or dX is bound to NULL");
-        s = launch(ctx, plan->kernel, plan->grid, 1, (unsigned)plan->block, &params, stream);
+        s = launch(ctx, plan->kernel, plan->grid, 1, (unsigned)plan->block, plan->ring_bytes, &params, stream);
         if (s != FROST_OK)
             return s;
     }
@@ -467,8 +494,8 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
         rp.partial_stride = plan->partial_stride;
         rp.num_partials = p->rows > 0 ? (int32_t)plan->num_partials : 0;
         rp.cols = (int32_t)p->cols;
-        s = launch(ctx, plan->reduce, (unsigned)ceil_div(p->cols, REDUCE_COLS), (unsigned)pairs, REDUCE_THREADS, &rp,
-                   stream);
+        s = launch(ctx, plan->reduce, (unsigned)ceil_div(p->cols, REDUCE_COLS), (unsigned)pairs, REDUCE_THREADS, 0,
+                   &rp, stream);
         if (s != FROST_OK)
             return s;
     }
@@ -479,10 +506,14 @@ static void norm_describe_plan(const void *plan_ptr, frost__buf *out)
 {
     const norm_plan *plan = plan_ptr;
     frost__key_print(&plan->key, out);
-    frost__buf_printf(out, "; grid %u x %d threads (%d row group%s of %d, %d %s unit%s a thread%s; %d blocks/SM)",
+    frost__buf_printf(out, "; grid %u x %d threads (%d row group%s of %d, %d %s unit%s a thread%s; %d blocks/SM",
                       plan->grid, plan->block, plan->rows_per_block_groups, plan->rows_per_block_groups > 1 ? "s" : "",
                       plan->group, plan->nv, plan->vec > 1 ? "16-byte" : "1-element", plan->nv > 1 ? "s" : "",
                       plan->looped ? " per chunk, looped over the row" : ", row in registers", plan->blocks_per_sm);
+    if (plan->stages)
+        frost__buf_printf(out, "; %d-stage cp.async row ring, %zu bytes of shared memory", plan->stages,
+                          plan->ring_bytes);
+    frost__buf_printf(out, ")");
     if (plan->backward && (plan->want_dscale || plan->want_dbias))
         frost__buf_printf(out,
                           "; d_scale/d_bias: %lld partial rows of column sums (%lld rows per block), added in fixed "

@@ -12,10 +12,11 @@
  * y written once, which is the whole cost of this kernel.
  *
  * To keep loads in flight the grid is persistent (the host sizes it to the resident
- * blocks) and walks rows with a stride; each row group issues the loads of its *next* row
- * before it computes the current one, so the memory system always has a row per group
- * outstanding.  x is loaded with L1::no_allocate (read once) so that scale and bias, read
- * for every row, stay in L1.
+ * blocks) and walks rows with a stride.  With STAGES > 1 (vector keys) each row group
+ * keeps its next STAGES - 1 rows in flight through a cp.async ring in shared memory;
+ * otherwise it issues the loads of its next row into registers before it computes the
+ * current one.  x is loaded with L1::no_allocate or cp.async.cg (read once, past L1) so
+ * that scale and bias, read for every row, stay in L1.
  *
  * The chunked path walks a row in chunks of GROUP * units units, three times (sum, centred
  * squares, output), re-reading x from L1/L2.  It serves rows too long for registers
@@ -23,7 +24,7 @@
  * misaligned-pointer fallback of vector keys, whose registers it keeps small.  It exists
  * for coverage, not speed.
  *
- * Extra defines: ZERO_CENTERED (w_eff = 1 + w), LOOPED.
+ * Extra defines: ZERO_CENTERED (w_eff = 1 + w), LOOPED, STAGES (ring depth, vector keys).
  */
 #include "norm_kernel.cuh"
 
@@ -100,7 +101,28 @@ FROST_DEVICE void fwd_store_stats(const norm_fwd_params *p, int64_t row, float m
         p->inv_std[row * p->inv_std_stride] = rstd;
 }
 
-#if !defined(LOOPED)
+/* Statistics and output of one register-resident row; every thread of the block calls
+ * it (row >= rows: an idle group that only joins the reductions). */
+FROST_DEVICE void fwd_process(const norm_fwd_params *p, const uint32_t *cur, int64_t row, int lane, float *red,
+                              const int vec, const int units)
+{
+    const float s = norm_group_sum(fwd_partial_sum(cur, vec, units), red);
+#if defined(KIND_LAYER)
+    const float mean = s * p->inv_cols;
+    const float q = norm_group_sum(fwd_partial_sq(cur, lane, p->cols, mean, vec, units), red);
+    const float rstd = rsqrtf(q * p->inv_cols + p->epsilon);
+#else
+    const float mean = 0.0f;
+    const float rstd = rsqrtf(s * p->inv_cols + p->epsilon);
+#endif
+    if (row < p->rows) {
+        if (lane == 0)
+            fwd_store_stats(p, row, mean, rstd);
+        fwd_write(p, cur, (frost_io *)p->y + row * p->y_row_stride, lane, p->cols, 0, mean, rstd, vec, units);
+    }
+}
+
+#if !defined(LOOPED) && !(defined(STAGES) && STAGES > 1 && VEC > 1)
 /* Prefetching doubles the raw registers; a 1024-thread block has 64 registers a thread,
  * which a 16-byte-per-unit row of more than 8 words plus its prefetch does not fit. */
 #define PREFETCH (BLOCK < 1024 || ELEMS * IO_BYTES <= 32)
@@ -138,27 +160,46 @@ FROST_DEVICE void fwd_rows(const norm_fwd_params *p, const int vec)
         if (row < p->rows)
             norm_load_row(cur, x + row * p->x_row_stride, lane, p->cols, vec, units);
 #endif
-
-        const float s = norm_group_sum(fwd_partial_sum(cur, vec, units), red);
-#if defined(KIND_LAYER)
-        const float mean = s * p->inv_cols;
-        const float q = norm_group_sum(fwd_partial_sq(cur, lane, p->cols, mean, vec, units), red);
-        const float rstd = rsqrtf(q * p->inv_cols + p->epsilon);
-#else
-        const float mean = 0.0f;
-        const float rstd = rsqrtf(s * p->inv_cols + p->epsilon);
-#endif
-        if (row < p->rows) {
-            if (lane == 0)
-                fwd_store_stats(p, row, mean, rstd);
-            fwd_write(p, cur, (frost_io *)p->y + row * p->y_row_stride, lane, p->cols, 0, mean, rstd, vec, units);
-        }
+        fwd_process(p, cur, row, lane, red, vec, units);
 #if PREFETCH
 #pragma unroll
         for (int i = 0; i < ELEMS; i++)
             cur[i] = next[i];
 #endif
     }
+}
+#endif
+
+#if !defined(LOOPED) && defined(STAGES) && STAGES > 1 && VEC > 1
+/* Staged rows: as fwd_rows on the vector path, but the next STAGES - 1 rows of each group
+ * wait in the shared-memory ring (norm_kernel.cuh) instead of in registers. */
+FROST_DEVICE void fwd_rows_staged(const norm_fwd_params *p)
+{
+    extern __shared__ norm_cell ring[];
+    __shared__ float red[BLOCK / 32];
+    const int group = threadIdx.x / GROUP, lane = threadIdx.x % GROUP;
+    const frost_io *x = (const frost_io *)p->x;
+    const int64_t step = (int64_t)gridDim.x * ROWS_PER_BLOCK;
+    int64_t row = (int64_t)blockIdx.x * ROWS_PER_BLOCK + group;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        const int64_t r = row + s * step;
+        norm_stage_row(ring, s, 0, 1, x + (r < p->rows ? r : 0) * p->x_row_stride, lane, p->cols, r < p->rows);
+        norm_cp_async_commit();
+    }
+    int stage = 0;
+    for (int64_t first = row - group; first < p->rows; first += step, row += step) {
+        const int64_t ahead = row + (STAGES - 1) * step;
+        norm_stage_row(ring, stage == 0 ? STAGES - 1 : stage - 1, 0, 1,
+                       x + (ahead < p->rows ? ahead : 0) * p->x_row_stride, lane, p->cols, ahead < p->rows);
+        norm_cp_async_commit();
+        norm_cp_async_wait_ring();
+        uint32_t cur[ELEMS];
+        norm_unstage_row(cur, ring, stage, 0, 1);
+        fwd_process(p, cur, row, lane, red, VEC, NV);
+        stage = stage + 1 == STAGES ? 0 : stage + 1;
+    }
+    norm_cp_async_drain();
 }
 #endif
 
@@ -225,7 +266,11 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) norm_fwd_kernel(
     fwd_rows_chunked(&p, 1, ELEMS);
 #elif VEC > 1
     if (p.vec_ok) {
+#if defined(STAGES) && STAGES > 1
+        fwd_rows_staged(&p);
+#else
         fwd_rows(&p, VEC);
+#endif
         return;
     }
     fwd_rows_chunked(&p, 1, FALLBACK_UNITS);

@@ -28,7 +28,8 @@
  * vector) carries only the scalar path.
  *
  * Defines every norm kernel key sets: DTYPE_F32|DTYPE_F16|DTYPE_BF16, KIND_LAYER|KIND_RMS,
- * VEC, NV, GROUP, BLOCK, SCALE_DT and BIAS_DT (FROST_DT_* codes, 0 = absent).
+ * VEC, NV, GROUP, BLOCK, SCALE_DT and BIAS_DT (FROST_DT_* codes, 0 = absent); STAGES > 1
+ * (vector keys) streams rows through a shared-memory ring (see below).
  */
 #ifndef FROST_NORM_KERNEL_CUH
 #define FROST_NORM_KERNEL_CUH
@@ -148,18 +149,14 @@ FROST_DEVICE void norm_load_row(uint32_t *raw, const frost_io *row, int lane, in
     }
 }
 
-/* Element i (= k * vec + j) of the thread's raw row, as float.  The raw word passes
- * through an opaque move so that the compiler converts again at every use instead of
- * keeping a float copy of the whole row live across the row reductions: a conversion
- * costs one instruction, a float row costs ELEMS registers. */
+/* Element i (= k * vec + j) of the thread's raw row, as float. */
 FROST_DEVICE float norm_elem(const uint32_t *raw, const int i, const int vec)
 {
     (void)vec;
 #if defined(DTYPE_F32)
     return __uint_as_float(raw[i]);
 #else
-    uint32_t w;
-    asm volatile("mov.b32 %0, %1;" : "=r"(w) : "r"(raw[i >> 1]));
+    uint32_t w = raw[i >> 1];
     return norm_half_to_float((w >> ((i & 1) * 16)) & 0xffffu, IO_DT);
 #endif
 }
@@ -284,6 +281,70 @@ FROST_DEVICE void norm_group_sum2(float *a, float *b, float *red)
     *b = sb;
 #endif
 }
+
+#if defined(STAGES) && STAGES > 1
+/* ---- staged rows: a ring of STAGES row slots in shared memory, filled by cp.async ----
+ * Register prefetch holds one row ahead at the price of registers; cp.async holds
+ * STAGES - 1 rows ahead in shared memory at no register cost, so more bytes are in flight
+ * per SM.  Each thread copies exactly the 16-byte units it will read back (the layout of
+ * the row in registers above), so a thread only waits for its own copies
+ * (cp.async.wait_group) and no block barrier guards the ring.  A slot is refilled one
+ * iteration after the same thread consumed it.  Ring layout, 16-byte cells:
+ *     [stage][tensor (NT)][unit (NV)][thread (BLOCK)]   (consecutive threads, consecutive
+ *                                                         cells: conflict-free)
+ * Vector path only (VEC > 1); dynamic shared memory of STAGES * NT * NV * BLOCK * 16 bytes. */
+typedef struct __attribute__((aligned(16))) norm_cell {
+    uint32_t w[4];
+} norm_cell;
+
+FROST_DEVICE void norm_cp_async_16(const void *smem_dst, const void *gmem_src, int src_bytes)
+{
+    const uint32_t dst = (uint32_t)__cvta_generic_to_shared(smem_dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem_src), "r"(src_bytes)
+                 : "memory");
+}
+FROST_DEVICE void norm_cp_async_commit(void)
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+/* Waits until at most STAGES - 1 of this thread's committed groups are in flight. */
+FROST_DEVICE void norm_cp_async_wait_ring(void)
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(STAGES - 1) : "memory");
+}
+
+/* Drains the ring's remaining (zero-fill) copies before the thread leaves. */
+FROST_DEVICE void norm_cp_async_drain(void)
+{
+    asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
+/* Starts the copy of the thread's units of one row (of tensor t) into ring slot `stage`;
+ * units past cols (or an inactive row) are zero-filled without reading. */
+FROST_DEVICE void norm_stage_row(norm_cell *ring, int stage, int t, int nt, const frost_io *row, int lane, int cols,
+                                 bool active)
+{
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int col = (k * GROUP + lane) * VEC;
+        const bool ok = active && col < cols;
+        norm_cp_async_16(&ring[((stage * nt + t) * NV + k) * BLOCK + threadIdx.x], ok ? row + col : row,
+                         ok ? 16 : 0);
+    }
+}
+
+/* Reads the thread's units of slot `stage` (tensor t) into raw registers. */
+FROST_DEVICE void norm_unstage_row(uint32_t *raw, const norm_cell *ring, int stage, int t, int nt)
+{
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const norm_cell c = ring[((stage * nt + t) * NV + k) * BLOCK + threadIdx.x];
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            raw[4 * k + q] = c.w[q];
+    }
+}
+#endif /* STAGES */
 
 #endif /* device helpers */
 #endif /* FROST_NORM_KERNEL_CUH */
