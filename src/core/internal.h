@@ -94,6 +94,8 @@ typedef enum frost__op {
     FROST__OP_INSTANCENORM_BWD = 9,
     FROST__OP_BATCHNORM_FWD = 10,
     FROST__OP_BATCHNORM_BWD = 11,
+    FROST__OP_ADALAYERNORM_FWD = 12,
+    FROST__OP_ADALAYERNORM_BWD = 13,
     FROST__OP_COUNT
 } frost__op;
 

@@ -27,6 +27,8 @@ const frost__op_class *const frost__op_classes[] = {
     [FROST__OP_INSTANCENORM_BWD] = &frost__instancenorm_bwd_class,
     [FROST__OP_BATCHNORM_FWD] = &frost__batchnorm_fwd_class,
     [FROST__OP_BATCHNORM_BWD] = &frost__batchnorm_bwd_class,
+    [FROST__OP_ADALAYERNORM_FWD] = &frost__adalayernorm_fwd_class,
+    [FROST__OP_ADALAYERNORM_BWD] = &frost__adalayernorm_bwd_class,
 };
 FROST__STATIC_ASSERT(FROST__ARRAY_SIZE(frost__op_classes) == FROST__OP_COUNT, "one op class per frost__op");
 

@@ -1,15 +1,26 @@
 /*
- * norm.h — LayerNorm and RMSNorm: the validated problem that every engine reads.
+ * norm.h — LayerNorm, RMSNorm and AdaLayerNorm: the validated problem that every engine
+ * reads.
  *
  * X has rank r; its last `inner_rank` dims (C...) are normalized, the first `outer_rank`
  * dims (R...) index independent rows.  rows = prod(R...), cols = prod(C...).
  * Per slot the problem keeps the dtype and the strides split into outer and inner parts:
  *   - X, Y, D_Y, D_X: outer_stride[outer_rank] and inner_stride[inner_rank].
  *   - MEAN, INV_STD: outer_stride only (f32; one value per row).
- *   - SCALE, BIAS, D_SCALE, D_BIAS: inner_stride only.
+ *   - SCALE, BIAS, D_SCALE, D_BIAS: inner_stride, and outer_stride with 0 on every outer
+ *     dim the parameter does not carry (so always 0 for LayerNorm and RMSNorm, whose
+ *     parameters have no outer dims or only 1s there).
  * row_stride is the single stride between consecutive rows when the outer dims collapse
  * to one (else -1); inner_contiguous says the inner dims collapse to one run of stride 1.
  * Kernels that need a simple layout check those two fields and refuse otherwise.
+ *
+ * AdaLayerNorm is LayerNorm (kind FROST__NORM_LAYER) whose parameters may carry X's outer
+ * dims: X [B, S, C] with scale, bias [B, 1, C] is the typical case.  param_outer_dims[k]
+ * holds parameter slot k's outer dims (each 1 or X's), and the parameter row that row r
+ * of X reads is the one at r's outer index with the 1-dims set to 0.  per_sample_params
+ * is set when some present parameter slot has an outer dim > 1, i.e. when rows really
+ * read different parameters; an engine that addresses parameters by column only must
+ * refuse such a problem.
  */
 #ifndef FROST_OPS_NORM_H
 #define FROST_OPS_NORM_H
@@ -58,15 +69,31 @@ typedef struct frost__norm_problem {
     int zero_centered_scale;
     int deterministic;
     frost__norm_layout slot[FROST__NORM_NUM_SLOTS];
+    /* Appended for AdaLayerNorm (see above).  For LayerNorm and RMSNorm per_sample_params
+     * is 0 and every param_outer_dims entry of a present parameter slot is 1; entries of
+     * other slots are unused. */
+    int per_sample_params;
+    int64_t param_outer_dims[FROST__NORM_NUM_SLOTS][FROST_MAX_RANK];
 } frost__norm_problem;
+
+/* Parameter rows of a parameter slot: prod(param_outer_dims[slot]) (1 for LN and RMS). */
+static inline int64_t frost__norm_param_rows(const frost__norm_problem *p, int slot)
+{
+    int64_t n = 1;
+    for (int i = 0; i < p->outer_rank; ++i)
+        n *= p->param_outer_dims[slot][i];
+    return n;
+}
 
 extern const frost__op_class frost__layernorm_fwd_class;
 extern const frost__op_class frost__layernorm_bwd_class;
 extern const frost__op_class frost__rmsnorm_fwd_class;
 extern const frost__op_class frost__rmsnorm_bwd_class;
+extern const frost__op_class frost__adalayernorm_fwd_class;
+extern const frost__op_class frost__adalayernorm_bwd_class;
 
-/* Engine implementations: one impl per direction serves both kinds (kind is in the
- * problem).  Defined in norm_ref.c and norm_cuda.c. */
+/* Engine implementations: one impl per direction serves every kind (kind and
+ * per_sample_params are in the problem).  Defined in norm_ref.c and norm_cuda.c. */
 extern const frost__op_impl frost__norm_fwd_ref;
 extern const frost__op_impl frost__norm_bwd_ref;
 extern const frost__op_impl frost__norm_fwd_cuda;

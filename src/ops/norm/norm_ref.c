@@ -1,5 +1,6 @@
 /*
- * norm_ref.c — the reference engine for LayerNorm and RMSNorm, forward and backward.
+ * norm_ref.c — the reference engine for LayerNorm, RMSNorm and AdaLayerNorm, forward and
+ * backward.
  *
  * Plain C on host pointers, fp64 accumulation, any strides (the problem already split
  * them into a per-row outer part and a per-column inner part), every dtype and option.
@@ -16,12 +17,15 @@
  *              LayerNorm dx = rstd·(g - mean(g) - x̂·mean(g·x̂))
  *              RMSNorm   dx = rstd·(g - x̂·mean(g·x̂))
  *              d_scale = Σ_rows dy·x̂,  d_bias = Σ_rows dy
+ * AdaLayerNorm's parameters may carry X's outer dims: row r reads the parameter row at its
+ * own outer index with the parameter's 1-dims set to 0 (the outer strides in the problem
+ * are already 0 there), and a parameter gradient sums only over the rows that read it.
  * Backward uses the saved statistics when they are bound (exactly what the forward wrote)
  * and recomputes them from x with epsilon otherwise.
  *
- * Execute allocates nothing: the per-column fp64 accumulators of d_scale and d_bias live
- * in the caller's workspace (cols doubles each), and rows are summed in order 0..rows-1,
- * so results are bitwise repeatable.
+ * Execute allocates nothing: the fp64 accumulators of d_scale and d_bias live in the
+ * caller's workspace (one per parameter element: cols doubles per parameter row), and
+ * rows are summed in order 0..rows-1, so results are bitwise repeatable.
  */
 #include "ops/norm/norm.h"
 
@@ -55,7 +59,8 @@ static void walk_next(const frost__norm_problem *p, col_walk *w)
     }
 }
 
-/* Element offset of row r in every slot (parameter slots have zero outer strides). */
+/* Element offset of row r in every slot (parameter slots have zero outer strides on the
+ * dims they do not carry). */
 static void row_offsets(const frost__norm_problem *p, int64_t r, int64_t *off)
 {
     for (int s = 0; s < FROST__NORM_NUM_SLOTS; ++s)
@@ -78,12 +83,38 @@ static void store(const frost__norm_problem *p, void *const *ptrs, int slot, int
     frost__store_elem(ptrs[slot], off, p->slot[slot].dtype, v);
 }
 
-/* The effective scale of the column at walk position w. */
-static double scale_at(const frost__norm_problem *p, void *const *ptrs, const col_walk *w)
+/* Index of the parameter row (0..frost__norm_param_rows-1, row-major over the slot's outer
+ * dims) that row r of X reads or, for a gradient, adds to. */
+static int64_t param_row_of(const frost__norm_problem *p, int slot, int64_t r)
+{
+    int64_t index = 0, step = 1;
+    for (int i = p->outer_rank - 1; i >= 0; --i) {
+        int64_t idx = r % p->outer_dims[i], d = p->param_outer_dims[slot][i];
+        r /= p->outer_dims[i];
+        index += (d == 1 ? 0 : idx) * step;
+        step *= d;
+    }
+    return index;
+}
+
+/* Element offset of parameter row q of a parameter slot. */
+static int64_t param_row_offset(const frost__norm_problem *p, int slot, int64_t q)
+{
+    int64_t off = 0;
+    for (int i = p->outer_rank - 1; i >= 0; --i) {
+        int64_t d = p->param_outer_dims[slot][i];
+        off += (q % d) * p->slot[slot].outer_stride[i];
+        q /= d;
+    }
+    return off;
+}
+
+/* The effective scale of the column at walk position w of the row at offsets row. */
+static double scale_at(const frost__norm_problem *p, void *const *ptrs, const int64_t *row, const col_walk *w)
 {
     if (!p->slot[FROST__NORM_SCALE].present)
         return 1.0;
-    double v = load(p, ptrs, FROST__NORM_SCALE, w->off[FROST__NORM_SCALE]);
+    double v = load(p, ptrs, FROST__NORM_SCALE, row[FROST__NORM_SCALE] + w->off[FROST__NORM_SCALE]);
     return p->zero_centered_scale ? 1.0 + v : v;
 }
 
@@ -111,14 +142,18 @@ static void row_stats(const frost__norm_problem *p, void *const *ptrs, const int
     *rstd = 1.0 / sqrt(sum / n + p->epsilon);
 }
 
+static int is_param_slot(int s)
+{
+    return s == FROST__NORM_SCALE || s == FROST__NORM_BIAS || s == FROST__NORM_D_SCALE || s == FROST__NORM_D_BIAS;
+}
+
 /* Checks that every slot the problem uses has a pointer (elements exist only when
- * rows > 0 for per-row slots; parameter slots always have cols >= 1 elements). */
+ * rows > 0 for per-row slots, when the parameter rows are > 0 for parameter slots). */
 static frost_status check_pointers(const frost__node *n, const frost__norm_problem *p, void *const *ptrs)
 {
     for (int s = 0; s < FROST__NORM_NUM_SLOTS; ++s) {
-        int per_row = s != FROST__NORM_SCALE && s != FROST__NORM_BIAS && s != FROST__NORM_D_SCALE &&
-                      s != FROST__NORM_D_BIAS;
-        if (p->slot[s].present && !ptrs[s] && (!per_row || p->rows > 0))
+        int64_t elements = is_param_slot(s) ? frost__norm_param_rows(p, s) : p->rows;
+        if (p->slot[s].present && !ptrs[s] && elements > 0)
             return frost__fail(FROST_INVALID_ARGUMENT, "ref engine: %s of %s is bound to NULL",
                                frost__op_classes[n->op]->slot_names[s], frost__op_classes[n->op]->name);
     }
@@ -161,9 +196,9 @@ static frost_status fwd_execute(const frost_context *ctx, const frost__node *n, 
         walk_begin(&w);
         for (int64_t c = 0; c < p->cols; ++c, walk_next(p, &w)) {
             double x = load(p, ptrs, FROST__NORM_X, row[FROST__NORM_X] + w.off[FROST__NORM_X]);
-            double y = (x - mean) * rstd * scale_at(p, ptrs, &w);
+            double y = (x - mean) * rstd * scale_at(p, ptrs, row, &w);
             if (has_bias)
-                y += load(p, ptrs, FROST__NORM_BIAS, w.off[FROST__NORM_BIAS]);
+                y += load(p, ptrs, FROST__NORM_BIAS, row[FROST__NORM_BIAS] + w.off[FROST__NORM_BIAS]);
             store(p, ptrs, FROST__NORM_Y, row[FROST__NORM_Y] + w.off[FROST__NORM_Y], y);
         }
     }
@@ -174,16 +209,22 @@ static frost_status fwd_execute(const frost_context *ctx, const frost__node *n, 
 /* Backward                                                                              */
 /* ------------------------------------------------------------------------------------ */
 
-/* Workspace: one fp64 accumulator per column for each requested parameter gradient. */
+/* Accumulators (fp64) of one requested parameter gradient: one per element. */
+static int64_t acc_count(const frost__norm_problem *p, int slot)
+{
+    return p->slot[slot].present ? frost__norm_param_rows(p, slot) * p->cols : 0;
+}
+
+/* Workspace: the accumulators of d_scale, then those of d_bias. */
 static size_t bwd_workspace(const frost__node *n, const void *plan)
 {
     const frost__norm_problem *p = n->problem;
-    size_t per = (size_t)p->cols * sizeof(double);
     (void)plan;
-    return per * (size_t)(p->slot[FROST__NORM_D_SCALE].present + p->slot[FROST__NORM_D_BIAS].present);
+    return (size_t)(acc_count(p, FROST__NORM_D_SCALE) + acc_count(p, FROST__NORM_D_BIAS)) * sizeof(double);
 }
 
-/* dx of one row; adds the row's terms to the parameter accumulators (NULL when absent). */
+/* dx of one row; adds the row's terms to its parameter rows' accumulators (acc_scale and
+ * acc_bias point at the row's parameter row; NULL when absent). */
 static void bwd_row(const frost__norm_problem *p, void *const *ptrs, const int64_t *row, double *acc_scale,
                     double *acc_bias)
 {
@@ -200,7 +241,7 @@ static void bwd_row(const frost__norm_problem *p, void *const *ptrs, const int64
     for (int64_t c = 0; c < p->cols; ++c, walk_next(p, &w)) {
         double xhat = (load(p, ptrs, FROST__NORM_X, row[FROST__NORM_X] + w.off[FROST__NORM_X]) - mean) * rstd;
         double g = load(p, ptrs, FROST__NORM_D_Y, row[FROST__NORM_D_Y] + w.off[FROST__NORM_D_Y]) *
-                   scale_at(p, ptrs, &w);
+                   scale_at(p, ptrs, row, &w);
         sum_g += g;
         sum_gx += g * xhat;
     }
@@ -211,7 +252,7 @@ static void bwd_row(const frost__norm_problem *p, void *const *ptrs, const int64
     for (int64_t c = 0; c < p->cols; ++c, walk_next(p, &w)) {
         double xhat = (load(p, ptrs, FROST__NORM_X, row[FROST__NORM_X] + w.off[FROST__NORM_X]) - mean) * rstd;
         double dy = load(p, ptrs, FROST__NORM_D_Y, row[FROST__NORM_D_Y] + w.off[FROST__NORM_D_Y]);
-        double g = dy * scale_at(p, ptrs, &w);
+        double g = dy * scale_at(p, ptrs, row, &w);
         store(p, ptrs, FROST__NORM_D_X, row[FROST__NORM_D_X] + w.off[FROST__NORM_D_X],
               rstd * (g - mean_g - xhat * mean_gx));
         if (acc_scale)
@@ -221,63 +262,68 @@ static void bwd_row(const frost__norm_problem *p, void *const *ptrs, const int64
     }
 }
 
+/* Writes the accumulators of a parameter gradient, parameter row by parameter row. */
+static void store_param_grad(const frost__norm_problem *p, void *const *ptrs, int slot, const double *acc)
+{
+    col_walk w;
+    for (int64_t q = 0; q < frost__norm_param_rows(p, slot); ++q) {
+        const int64_t base = param_row_offset(p, slot, q);
+        walk_begin(&w);
+        for (int64_t c = 0; c < p->cols; ++c, walk_next(p, &w))
+            store(p, ptrs, slot, base + w.off[slot], acc[q * p->cols + c]);
+    }
+}
+
 static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, const void *plan, void *const *ptrs,
                                 void *workspace, void *stream)
 {
     const frost__norm_problem *p = n->problem;
-    const int want_scale = p->slot[FROST__NORM_D_SCALE].present;
-    const int want_bias = p->slot[FROST__NORM_D_BIAS].present;
+    const int64_t n_scale = acc_count(p, FROST__NORM_D_SCALE), n_bias = acc_count(p, FROST__NORM_D_BIAS);
     double *acc_scale = NULL, *acc_bias = NULL;
     int64_t row[FROST__NORM_NUM_SLOTS];
-    col_walk w;
     (void)ctx, (void)stream;
     frost_status s = check_pointers(n, p, ptrs);
     if (s != FROST_OK)
         return s;
-    if (want_scale || want_bias) {
+    if (n_scale + n_bias > 0) {
         if (!workspace)
             return frost__fail(FROST_INVALID_ARGUMENT, "ref engine: %s needs %zu bytes of workspace; got NULL",
-                               p->kind == FROST__NORM_LAYER ? "layernorm_bwd" : "rmsnorm_bwd",
-                               bwd_workspace(n, plan));
+                               frost__op_classes[n->op]->name, bwd_workspace(n, plan));
         if ((uintptr_t)workspace % sizeof(double) != 0)
             return frost__fail(FROST_INVALID_ARGUMENT, "ref engine: workspace must be %zu-byte aligned",
                                sizeof(double));
         double *acc = workspace;
-        if (want_scale) {
-            acc_scale = acc;
-            acc += p->cols;
-        }
-        if (want_bias)
-            acc_bias = acc;
-        for (int64_t c = 0; c < p->cols * (want_scale + want_bias); ++c)
-            ((double *)workspace)[c] = 0.0;
+        for (int64_t i = 0; i < n_scale + n_bias; ++i)
+            acc[i] = 0.0;
+        acc_scale = n_scale ? acc : NULL;
+        acc_bias = n_bias ? acc + n_scale : NULL;
     }
     for (int64_t r = 0; r < p->rows; ++r) {
         row_offsets(p, r, row);
-        bwd_row(p, ptrs, row, acc_scale, acc_bias);
+        bwd_row(p, ptrs, row, acc_scale ? acc_scale + param_row_of(p, FROST__NORM_D_SCALE, r) * p->cols : NULL,
+                acc_bias ? acc_bias + param_row_of(p, FROST__NORM_D_BIAS, r) * p->cols : NULL);
     }
     /* Parameter gradients are written even when rows == 0 (then they are zero). */
-    walk_begin(&w);
-    for (int64_t c = 0; c < p->cols; ++c, walk_next(p, &w)) {
-        if (acc_scale)
-            store(p, ptrs, FROST__NORM_D_SCALE, w.off[FROST__NORM_D_SCALE], acc_scale[c]);
-        if (acc_bias)
-            store(p, ptrs, FROST__NORM_D_BIAS, w.off[FROST__NORM_D_BIAS], acc_bias[c]);
-    }
+    if (acc_scale)
+        store_param_grad(p, ptrs, FROST__NORM_D_SCALE, acc_scale);
+    if (acc_bias)
+        store_param_grad(p, ptrs, FROST__NORM_D_BIAS, acc_bias);
     return FROST_OK;
 }
 
 const frost__op_impl frost__norm_fwd_ref = {
     .select = ref_select,
     .execute = fwd_execute,
-    .coverage = "LayerNorm and RMSNorm forward: every shape, stride, dtype (f32, f16, bf16) and option "
-                "(scale, bias, zero-centred scale, training statistics); fp64 accumulation on the host",
+    .coverage = "LayerNorm, RMSNorm and AdaLayerNorm forward: every shape, stride, dtype (f32, f16, bf16) and "
+                "option (scale, bias, per-sample parameters, zero-centred scale, training statistics); fp64 "
+                "accumulation on the host",
 };
 
 const frost__op_impl frost__norm_bwd_ref = {
     .select = ref_select,
     .workspace = bwd_workspace,
     .execute = bwd_execute,
-    .coverage = "LayerNorm and RMSNorm backward: every shape, stride, dtype and option, saved or recomputed "
-                "statistics; fp64 accumulation, fixed-order (deterministic) d_scale and d_bias",
+    .coverage = "LayerNorm, RMSNorm and AdaLayerNorm backward: every shape, stride, dtype and option, saved or "
+                "recomputed statistics; fp64 accumulation, fixed-order (deterministic) d_scale and d_bias, per "
+                "sample for AdaLayerNorm",
 };
