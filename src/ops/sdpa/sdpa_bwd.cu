@@ -271,7 +271,7 @@ extern "C" __global__ void __launch_bounds__(256) sdpa_bwd_dsink(PARAMS p)
         float total = 0.f;
         for (int w = 0; w < 8; w++)
             total += partial[w];
-        p.d_sink[h * p.str_dsink] = -total;
+        p.d_sink[h * p.str_dsink] = 0.f - total; /* +0, not -0, when nothing contributes */
     }
 }
 
@@ -703,12 +703,11 @@ extern "C" __global__ void __launch_bounds__(Q_NT) sdpa_bwd_dq(PARAMS p)
     }
 
     if (dbias) { /* dS is 0 outside the visited key tiles */
-        const int rows = imin(Q_BM, p.s_q - m0), lo = nt_begin * Q_BN, hi = nt_end * Q_BN;
-        for (int idx = threadIdx.x; idx < rows * p.s_kv; idx += Q_NT) {
-            const int i = m0 + idx / p.s_kv, j = idx % p.s_kv;
-            if (j < lo || j >= hi)
-                dbias_bh[i * p.str_dbias[2] + j * p.str_dbias[3]] = 0.f;
-        }
+        const int lo = nt_begin * Q_BN, hi = nt_end * Q_BN;
+        for (int i = m0; i < imin(m0 + Q_BM, p.s_q); i++)
+            for (int j = threadIdx.x; j < p.s_kv; j += Q_NT)
+                if (j < lo || j >= hi)
+                    dbias_bh[i * p.str_dbias[2] + j * p.str_dbias[3]] = 0.f;
     }
     const int64_t *sdq = p.str[OPD_DQ];
     const int64_t dq_base = batch_base(&p, OPD_DQ, b) + h * sdq[1];
