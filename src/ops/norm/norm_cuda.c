@@ -149,6 +149,11 @@ static frost_status check_layouts(const frost__norm_problem *p, frost__buf *why)
     static const int data_slots[] = {FROST__NORM_X, FROST__NORM_Y, FROST__NORM_D_Y, FROST__NORM_D_X};
     static const int param_slots[] = {FROST__NORM_SCALE, FROST__NORM_BIAS, FROST__NORM_D_SCALE, FROST__NORM_D_BIAS};
     static const int stat_slots[] = {FROST__NORM_MEAN, FROST__NORM_INV_STD};
+    if (p->per_sample_params) {
+        frost__buf_printf(why, "cuda norm reads one scale/bias row for all rows; this problem has per-sample "
+                               "parameters (AdaLayerNorm with outer parameter dims > 1)");
+        return FROST_NOT_SUPPORTED;
+    }
     if (p->cols > MAX_COLS) {
         frost__buf_printf(why, "cuda norm handles up to %d normalized elements per row; this row has %lld", MAX_COLS,
                           (long long)p->cols);
