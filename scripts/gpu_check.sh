@@ -118,7 +118,9 @@ step_sanitizer() {
             FROST_TEST_SMALL=1 timeout -k 5 "$per" compute-sanitizer --tool "$tool" --error-exitcode 1 \
                 --print-limit 20 $t >"$BUILD/sanitizer-run.log" 2>&1
             local r=$?
-            tail -n 40 "$BUILD/sanitizer-run.log"
+            # the first sanitizer reports (where the bug is) and the end (the summary)
+            grep -m 80 -E '^========= ' "$BUILD/sanitizer-run.log" | grep -v -E 'COMPUTE-SANITIZER|SUMMARY'
+            tail -n 12 "$BUILD/sanitizer-run.log"
             ran=$((ran + 1))
             if ((r == 124 || r == 137)); then
                 slow+=("$tool:$(basename "${t%% *}")")
