@@ -295,6 +295,7 @@ NORM_CLASS(frost__layernorm_fwd_class, "layernorm_fwd", &frost__norm_fwd_cuda, &
 NORM_CLASS(frost__layernorm_bwd_class, "layernorm_bwd", &frost__norm_bwd_cuda, &frost__norm_bwd_ref, BWD_OUTPUTS);
 NORM_CLASS(frost__rmsnorm_fwd_class, "rmsnorm_fwd", &frost__norm_fwd_cuda, &frost__norm_fwd_ref, FWD_OUTPUTS);
 NORM_CLASS(frost__rmsnorm_bwd_class, "rmsnorm_bwd", &frost__norm_bwd_cuda, &frost__norm_bwd_ref, BWD_OUTPUTS);
-/* AdaLayerNorm on the cuda engine: not yet (its kernels address parameters by column). */
-NORM_CLASS(frost__adalayernorm_fwd_class, "adalayernorm_fwd", NULL, &frost__norm_fwd_ref, FWD_OUTPUTS);
-NORM_CLASS(frost__adalayernorm_bwd_class, "adalayernorm_bwd", NULL, &frost__norm_bwd_ref, BWD_OUTPUTS);
+NORM_CLASS(frost__adalayernorm_fwd_class, "adalayernorm_fwd", &frost__norm_fwd_cuda, &frost__norm_fwd_ref,
+           FWD_OUTPUTS);
+NORM_CLASS(frost__adalayernorm_bwd_class, "adalayernorm_bwd", &frost__norm_bwd_cuda, &frost__norm_bwd_ref,
+           BWD_OUTPUTS);

@@ -1,9 +1,10 @@
 /*
- * norm_bwd.cu - LayerNorm and RMSNorm backward: dx for every row, and per row group the
- * column sums that become d_scale and d_bias.
+ * norm_bwd.cu - LayerNorm, RMSNorm and AdaLayerNorm backward: dx for every row, and per
+ * row group the column sums that become d_scale and d_bias.
  *
  * Layout legend: X, dY, dX are [rows, cols] (row strides, unit stride in a row); scale
- * [cols]; saved mean / inv_std f32, one per row.  Per row, with g = dy * w_eff and
+ * [cols] (PER_SAMPLE: a parameter row per row of X, see norm_param_map); saved mean /
+ * inv_std f32, one per row.  Per row, with g = dy * w_eff and
  * x_hat = (x - mean) * rstd:
  *     LayerNorm  dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat))
  *     RMSNorm    dx = rstd * (g - x_hat * mean(g * x_hat))
@@ -11,12 +12,14 @@
  * Missing saved statistics are recomputed from the register-resident x (two-pass mean
  * and centred variance, with epsilon), exactly as the reference engine does.
  *
- * Parameter gradients, deterministically.  Block b owns the contiguous rows
- * [b * rows_per_block, (b + 1) * rows_per_block); its row group r takes every
- * ROWS_PER_BLOCK-th of them starting at r and keeps, in registers, running sums for the
- * columns it holds.  At the end each group writes its sums to its own row
+ * Parameter gradients, deterministically.  Block b owns rows_per_block contiguous rows
+ * of one segment (norm_kernel.cuh: segments are all rows for LayerNorm / RMSNorm, and
+ * never straddle two parameter rows of AdaLayerNorm's per-sample d_scale / d_bias); its
+ * row group r takes every ROWS_PER_BLOCK-th of them starting at r and keeps, in
+ * registers, running sums for the columns it holds.  At the end each group writes its sums to its own row
  * (b * ROWS_PER_BLOCK + r) of a f32 partial buffer in the workspace, and
- * norm_bwd_reduce.cu adds the partial rows in index order.  Every sum has a fixed order
+ * norm_bwd_reduce.cu adds the partial rows in index order (per parameter row: the blocks of
+ * a sample's segments are consecutive, so are their partial rows).  Every sum has a fixed order
  * that depends only on the plan (grid size, rows), never on timing, so d_scale and d_bias
  * are bitwise repeatable run to run, with or without the `deterministic` flag.
  *
@@ -31,7 +34,8 @@
  * memory (each column of that row has one owner thread, so this is race-free and
  * deterministic too).
  *
- * Extra defines: ZERO_CENTERED, LOOPED, STAGES, DSCALE (produce d_scale partials), DBIAS.
+ * Extra defines: ZERO_CENTERED, LOOPED, STAGES, DSCALE (produce d_scale partials), DBIAS,
+ * PER_SAMPLE (scale read through scale_map).
  */
 #include "norm_kernel.cuh"
 
@@ -76,8 +80,24 @@ FROST_DEVICE void bwd_stats(const norm_bwd_params *p, const uint32_t *x, int lan
     }
 }
 
+/* The rows [*start, *end) of this block (see norm_bwd_params). */
+FROST_DEVICE void bwd_block_rows(const norm_bwd_params *p, int64_t *start, int64_t *end)
+{
+    const int64_t segment = blockIdx.x / p->blocks_per_segment;
+    const int64_t seg_start = segment * p->rows_per_segment;
+    const int64_t seg_end = seg_start + p->rows_per_segment < p->rows ? seg_start + p->rows_per_segment : p->rows;
+    *start = seg_start + (blockIdx.x % p->blocks_per_segment) * p->rows_per_block;
+    *end = *start + p->rows_per_block < seg_end ? *start + p->rows_per_block : seg_end;
+}
+
+/* The scale row that row `row` reads. */
+FROST_DEVICE const void *bwd_scale_row(const norm_bwd_params *p, int64_t row)
+{
+    return norm_param_row(p->scale, p->scale_map, row, SCALE_DT);
+}
+
 /* Adds the thread's share of sum(g) and sum(g * x_hat). */
-FROST_DEVICE void bwd_partial_dots(const norm_bwd_params *p, const uint32_t *x, const uint32_t *dy, int lane, int cols,
+FROST_DEVICE void bwd_partial_dots(const void *scale, const uint32_t *x, const uint32_t *dy, int lane, int cols,
                                    int c0, float mean, float rstd, const int vec, const int units, float *sg,
                                    float *sgx)
 {
@@ -86,7 +106,7 @@ FROST_DEVICE void bwd_partial_dots(const norm_bwd_params *p, const uint32_t *x, 
         const int col = (k * GROUP + lane) * vec;
         if (col < cols) {
             float w[VEC];
-            norm_load_weight(w, p->scale, c0 + col, vec);
+            norm_load_weight(w, scale, c0 + col, vec);
 #pragma unroll
             for (int j = 0; j < vec; j++) {
                 const float xhat = (norm_elem(x, k * vec + j, vec) - mean) * rstd;
@@ -100,16 +120,16 @@ FROST_DEVICE void bwd_partial_dots(const norm_bwd_params *p, const uint32_t *x, 
 
 /* Writes dx for the thread's units and adds dy * x_hat and dy to the column sums acc_w and
  * acc_b (indexed by the thread's element i = k * vec + j). */
-FROST_DEVICE void bwd_write_dx(const norm_bwd_params *p, const uint32_t *x, const uint32_t *dy, frost_io *dxrow,
-                               int lane, int cols, int c0, float mean, float rstd, float mg, float mgx,
-                               const int vec, const int units, float *acc_w, float *acc_b)
+FROST_DEVICE void bwd_write_dx(const void *scale, const uint32_t *x, const uint32_t *dy, frost_io *dxrow, int lane,
+                               int cols, int c0, float mean, float rstd, float mg, float mgx, const int vec,
+                               const int units, float *acc_w, float *acc_b)
 {
 #pragma unroll
     for (int k = 0; k < units; k++) {
         const int col = (k * GROUP + lane) * vec;
         if (col < cols) {
             float w[VEC], out[VEC];
-            norm_load_weight(w, p->scale, c0 + col, vec);
+            norm_load_weight(w, scale, c0 + col, vec);
 #pragma unroll
             for (int j = 0; j < vec; j++) {
                 const float xhat = (norm_elem(x, k * vec + j, vec) - mean) * rstd;
@@ -157,8 +177,9 @@ FROST_DEVICE void bwd_process(const norm_bwd_params *p, const uint32_t *x, const
 {
     float mean, rstd;
     bwd_stats(p, x, lane, p->cols, mean_s, rstd_s, red, vec, units, &mean, &rstd);
+    const void *scale = bwd_scale_row(p, row);
     float sg = 0.0f, sgx = 0.0f;
-    bwd_partial_dots(p, x, dy, lane, p->cols, 0, mean, rstd, vec, units, &sg, &sgx);
+    bwd_partial_dots(scale, x, dy, lane, p->cols, 0, mean, rstd, vec, units, &sg, &sgx);
     norm_group_sum2(&sg, &sgx, red);
 #if defined(KIND_LAYER)
     const float mg = sg * p->inv_cols;
@@ -166,7 +187,7 @@ FROST_DEVICE void bwd_process(const norm_bwd_params *p, const uint32_t *x, const
     const float mg = 0.0f;
 #endif
     if (active)
-        bwd_write_dx(p, x, dy, (frost_io *)p->dx + row * p->dx_row_stride, lane, p->cols, 0, mean, rstd, mg,
+        bwd_write_dx(scale, x, dy, (frost_io *)p->dx + row * p->dx_row_stride, lane, p->cols, 0, mean, rstd, mg,
                      sgx * p->inv_cols, vec, units, acc_w, acc_b);
 }
 
@@ -206,8 +227,8 @@ FROST_DEVICE void bwd_rows(const norm_bwd_params *p, const int vec)
     __shared__ float red[2 * BLOCK / 32];
     const int units = ELEMS / vec;
     const int group = threadIdx.x / GROUP, lane = threadIdx.x % GROUP;
-    const int64_t start = (int64_t)blockIdx.x * p->rows_per_block;
-    const int64_t end = start + p->rows_per_block < p->rows ? start + p->rows_per_block : p->rows;
+    int64_t start, end;
+    bwd_block_rows(p, &start, &end);
     float acc_w[ELEMS], acc_b[ELEMS];
     uint32_t x[ELEMS], dy[ELEMS];
     float mean_s = 0.0f, rstd_s = 1.0f;
@@ -262,8 +283,8 @@ FROST_DEVICE void bwd_rows_staged(const norm_bwd_params *p)
     __shared__ float red[2 * BLOCK / 32];
     const int group = threadIdx.x / GROUP, lane = threadIdx.x % GROUP;
     const frost_io *xs = (const frost_io *)p->x, *dys = (const frost_io *)p->dy;
-    const int64_t start = (int64_t)blockIdx.x * p->rows_per_block;
-    const int64_t end = start + p->rows_per_block < p->rows ? start + p->rows_per_block : p->rows;
+    int64_t start, end;
+    bwd_block_rows(p, &start, &end);
     float acc_w[ELEMS], acc_b[ELEMS];
 #pragma unroll
     for (int i = 0; i < ELEMS; i++)
@@ -318,8 +339,8 @@ FROST_DEVICE void bwd_rows_chunked(const norm_bwd_params *p, const int vec, cons
     __shared__ float red[2 * BLOCK / 32];
     const int group = threadIdx.x / GROUP, lane = threadIdx.x % GROUP;
     const int chunk = GROUP * units * vec;
-    const int64_t start = (int64_t)blockIdx.x * p->rows_per_block;
-    const int64_t end = start + p->rows_per_block < p->rows ? start + p->rows_per_block : p->rows;
+    int64_t start, end;
+    bwd_block_rows(p, &start, &end);
     float *pscale = bwd_partial_row(p->partial_scale, p);
     float *pbias = bwd_partial_row(p->partial_bias, p);
     uint32_t x[CHUNK_WORDS], dy[CHUNK_WORDS];
@@ -332,6 +353,7 @@ FROST_DEVICE void bwd_rows_chunked(const norm_bwd_params *p, const int vec, cons
         const int64_t r = active ? row : start;
         const frost_io *xrow = (const frost_io *)p->x + r * p->x_row_stride;
         const frost_io *dyrow = (const frost_io *)p->dy + r * p->dy_row_stride;
+        const void *scale = bwd_scale_row(p, r);
         const int cols = active ? p->cols : 0; /* an idle group reads nothing */
         float mean_c = 0.0f, q = 0.0f;
 #if defined(KIND_LAYER)
@@ -368,7 +390,7 @@ FROST_DEVICE void bwd_rows_chunked(const norm_bwd_params *p, const int vec, cons
         for (int c0 = 0; c0 < cols; c0 += chunk) {
             norm_load_row(x, xrow + c0, lane, cols - c0, vec, units);
             norm_load_row(dy, dyrow + c0, lane, cols - c0, vec, units);
-            bwd_partial_dots(p, x, dy, lane, cols - c0, c0, mean, rstd, vec, units, &sg, &sgx);
+            bwd_partial_dots(scale, x, dy, lane, cols - c0, c0, mean, rstd, vec, units, &sg, &sgx);
         }
         norm_group_sum2(&sg, &sgx, red);
 #if defined(KIND_LAYER)
@@ -383,8 +405,8 @@ FROST_DEVICE void bwd_rows_chunked(const norm_bwd_params *p, const int vec, cons
 #pragma unroll
             for (int i = 0; i < units * vec; i++)
                 acc_w[i] = acc_b[i] = 0.0f;
-            bwd_write_dx(p, x, dy, dxrow, lane, cols - c0, c0, mean, rstd, mg, sgx * p->inv_cols, vec, units, acc_w,
-                         acc_b);
+            bwd_write_dx(scale, x, dy, dxrow, lane, cols - c0, c0, mean, rstd, mg, sgx * p->inv_cols, vec, units,
+                         acc_w, acc_b);
 #if defined(DSCALE)
             bwd_store_partial(pscale, acc_w, lane, cols - c0, c0, !first_row, vec, units);
 #endif

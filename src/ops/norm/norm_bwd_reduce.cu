@@ -2,15 +2,19 @@
  * norm_bwd_reduce.cu - the second step of the norm backward's parameter gradients: adds
  * the f32 partial rows that norm_bwd.cu's row groups wrote, in index order.
  *
- * Layout legend: partial[p][c], p = 0..num_partials-1 (one row per row group of the main
- * kernel), c = 0..cols-1, rows partial_stride floats apart; out[c] is d_scale or d_bias
- * (f32, unit stride).  blockIdx.y picks the pair (scale, bias).
+ * Layout legend: partial[b][c], b = 0..num_partials-1 (one row per row group of the main
+ * kernel), c = 0..cols-1, rows partial_stride floats apart; out is d_scale or d_bias (f32,
+ * unit stride in a row), blockIdx.y picks the pair (scale, bias).  Out row q (a parameter
+ * row: one for LayerNorm / RMSNorm, one per sample for AdaLayerNorm's [B, 1, C]) is the
+ * sum of the partial rows [q * partials_per_out, (q + 1) * partials_per_out); blockIdx.z
+ * strides over the out rows.
  *
  * A block covers 32 columns with 8 slices of partial rows: thread (slice s, column c)
- * adds rows s, s + 8, s + 16, ... in that order (a warp reads 32 consecutive floats per
- * row: coalesced), then slice 0 adds the 8 slice sums in slice order.  The order of every
- * addition is fixed by (num_partials, cols) alone, so the result is bitwise repeatable;
- * num_partials = 0 writes zeros (a backward over zero rows).
+ * adds rows first + s, first + s + 8, ... in that order (a warp reads 32 consecutive
+ * floats per row: coalesced), then slice 0 adds the 8 slice sums in slice order.  The
+ * order of every addition is fixed by the plan alone, so the result is bitwise
+ * repeatable; an out row without partial rows (a backward over zero rows) is written as
+ * zeros.
  */
 #include "norm_kernel.cuh"
 
@@ -23,21 +27,29 @@ extern "C" __global__ void __launch_bounds__(REDUCE_COLS * REDUCE_SLICES)
     __shared__ float slice_sum[REDUCE_SLICES][REDUCE_COLS + 1];
     const int c = threadIdx.x % REDUCE_COLS, slice = threadIdx.x / REDUCE_COLS;
     const int col = blockIdx.x * REDUCE_COLS + c;
-    const float *src = p.partial[blockIdx.y];
-    float s = 0.0f;
-    if (col < p.cols) {
-        const float *at = src + col;
+    const int pair = blockIdx.y;
+    const float *src = p.partial[pair];
+    /* the trip count depends on the block only: __syncthreads below is uniform */
+    for (int64_t q = blockIdx.z; q < p.out_rows[pair]; q += gridDim.z) {
+        const int64_t first = q * p.partials_per_out[pair];
+        const int64_t last = first + p.partials_per_out[pair] < p.num_partials ? first + p.partials_per_out[pair]
+                                                                                : p.num_partials;
+        float s = 0.0f;
+        if (col < p.cols) {
+            const float *at = src + col;
 #pragma unroll 8
-        for (int r = slice; r < p.num_partials; r += REDUCE_SLICES)
-            s += at[(int64_t)r * p.partial_stride];
-    }
-    slice_sum[slice][c] = s;
-    __syncthreads();
-    if (slice == 0 && col < p.cols) {
-        float t = slice_sum[0][c];
+            for (int64_t r = first + slice; r < last; r += REDUCE_SLICES)
+                s += at[r * p.partial_stride];
+        }
+        slice_sum[slice][c] = s;
+        __syncthreads();
+        if (slice == 0 && col < p.cols) {
+            float t = slice_sum[0][c];
 #pragma unroll
-        for (int i = 1; i < REDUCE_SLICES; i++)
-            t += slice_sum[i][c];
-        p.out[blockIdx.y][col] = t;
+            for (int i = 1; i < REDUCE_SLICES; i++)
+                t += slice_sum[i][c];
+            p.out[pair][q * p.out_stride[pair] + col] = t;
+        }
+        __syncthreads();
     }
 }

@@ -1,7 +1,8 @@
 /*
- * norm_cuda.c — the cuda engine's LayerNorm and RMSNorm, forward and backward: which
- * problems the kernels cover, which kernel and launch configuration each gets, and the
- * launches.
+ * norm_cuda.c — the cuda engine's LayerNorm, RMSNorm and AdaLayerNorm, forward and
+ * backward: which problems the kernels cover, which kernel and launch configuration each
+ * gets, and the launches.  AdaLayerNorm's per-sample parameters (addressing, and the
+ * backward's segments) are worked out in adanorm_cuda.c.
  *
  * Layout legend: rows = prod(R...), cols = prod(C...) of X [R..., C...]; a "unit" is what
  * one thread loads at a time: a 16-byte vector (8 f16/bf16 or 4 f32 elements) on the
@@ -9,8 +10,9 @@
  *
  * One function, make_config(), decides both whether the kernels cover a problem and which
  * kernel runs it, so a support answer can never disagree with what build compiles; select
- * calls it with the device's checks around it, and frost__norm_cuda_keys() calls it on
- * typical problems to list the keys frost-precompile should compile.
+ * calls it with the device's checks around it, and frost__norm_cuda_keys()
+ * (norm_cuda_keys.c) calls it on typical problems to list the keys frost-precompile
+ * should compile.
  *
  * The kernels (norm_fwd.cu, norm_bwd.cu, norm_bwd_reduce.cu; norm_kernel.cuh has the
  * shared parameter blocks and row helpers) need rows evenly spaced (the outer dims
@@ -23,14 +25,15 @@
  * blocks fit on an SM, and launches that many (fewer when rows are few).  The backward
  * writes one f32 partial row of column sums per row group into the workspace and a second
  * kernel adds them in index order: d_scale and d_bias are bitwise repeatable by
- * construction, so the `deterministic` flag needs nothing extra.
+ * construction, so the `deterministic` flag needs nothing extra.  With per-sample
+ * gradients the rows come in segments (one parameter row each, norm_cuda.h) and the
+ * reduce adds each parameter row's partial rows.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/norm/norm.h"
-#include "ops/norm/norm_kernel.cuh"
+#include "ops/norm/norm_cuda.h"
 #include "runtime/runtime.h"
 
 FROST__STATIC_ASSERT(sizeof(norm_fwd_params) == NORM_FWD_PARAMS_BYTES, "norm_fwd_params layout");
@@ -97,12 +100,14 @@ typedef struct norm_plan {
     int stages;                /* cp.async ring depth, 0 when none */
     size_t ring_bytes;         /* dynamic shared memory of the ring */
     int want_dscale, want_dbias;
+    frost__adanorm_cuda ada;   /* parameter maps and backward segments */
     frost__kernel_key key, reduce_key;
     frost__kernel *kernel, *reduce;
     /* set by build */
     int blocks_per_sm;
     unsigned grid;
     int64_t rows_per_block; /* backward: contiguous rows per block */
+    int64_t blocks_per_segment;
     int64_t num_partials;   /* backward: partial rows = grid * row groups per block */
     int64_t partial_stride; /* floats */
     size_t partial_bytes;   /* one partial buffer, 256-byte aligned */
@@ -149,11 +154,6 @@ static frost_status check_layouts(const frost__norm_problem *p, frost__buf *why)
     static const int data_slots[] = {FROST__NORM_X, FROST__NORM_Y, FROST__NORM_D_Y, FROST__NORM_D_X};
     static const int param_slots[] = {FROST__NORM_SCALE, FROST__NORM_BIAS, FROST__NORM_D_SCALE, FROST__NORM_D_BIAS};
     static const int stat_slots[] = {FROST__NORM_MEAN, FROST__NORM_INV_STD};
-    if (p->per_sample_params) {
-        frost__buf_printf(why, "cuda norm reads one scale/bias row for all rows; this problem has per-sample "
-                               "parameters (AdaLayerNorm with outer parameter dims > 1)");
-        return FROST_NOT_SUPPORTED;
-    }
     if (p->cols > MAX_COLS) {
         frost__buf_printf(why, "cuda norm handles up to %d normalized elements per row; this row has %lld", MAX_COLS,
                           (long long)p->cols);
@@ -199,7 +199,8 @@ static frost_status check_layouts(const frost__norm_problem *p, frost__buf *why)
     return FROST_OK;
 }
 
-/* Can every row of every data slot start on a 16-byte boundary (given aligned bases)? */
+/* Can every row of every data slot, and every per-sample parameter row the kernels read,
+ * start on a 16-byte boundary (given aligned bases)? */
 static int rows_allow_vectors(const frost__norm_problem *p, int unit_elems)
 {
     static const int data_slots[] = {FROST__NORM_X, FROST__NORM_Y, FROST__NORM_D_Y, FROST__NORM_D_X};
@@ -209,6 +210,12 @@ static int rows_allow_vectors(const frost__norm_problem *p, int unit_elems)
         const frost__norm_layout *l = &p->slot[data_slots[i]];
         if (l->present && p->rows > 1 && l->row_stride % unit_elems != 0)
             return 0;
+    }
+    for (int slot = FROST__NORM_SCALE; slot <= FROST__NORM_BIAS && p->per_sample_params; slot++) {
+        const frost__norm_layout *l = &p->slot[slot];
+        for (int i = 0; l->present && i < p->outer_rank; i++)
+            if (l->outer_stride[i] * (l->dtype == FROST_F32 ? 4 : 2) % 16 != 0)
+                return 0;
     }
     return 1;
 }
@@ -241,6 +248,9 @@ static frost_status make_config(const frost__norm_problem *p, norm_plan *plan, f
     }
     plan->block = plan->group < 256 ? 256 : plan->group;
     plan->rows_per_block_groups = plan->block / plan->group;
+    s = frost__adanorm_cuda_config(p, plan->rows_per_block_groups, &plan->ada, why);
+    if (s != FROST_OK)
+        return s;
     if (vector && !plan->looped) {
         const size_t slot = (size_t)(p->backward ? 2 : 1) * (size_t)plan->nv * (size_t)plan->block * 16;
         plan->stages = rule->stages;
@@ -273,6 +283,8 @@ static frost_status make_config(const frost__norm_problem *p, norm_plan *plan, f
         frost__key_define(k, "LOOPED", NULL);
     if (plan->stages)
         frost__key_define(k, "STAGES", "%d", plan->stages);
+    if (p->per_sample_params)
+        frost__key_define(k, "PER_SAMPLE", NULL);
     if (p->backward) {
         plan->want_dscale = p->slot[FROST__NORM_D_SCALE].present;
         plan->want_dbias = p->slot[FROST__NORM_D_BIAS].present;
@@ -362,10 +374,12 @@ static frost_status norm_build(const frost_context *ctx, const frost__node *n, v
             grid = cap;
         if (grid < 1)
             grid = 1;
-        plan->rows_per_block = ceil_div(p->rows, grid);
-        if (plan->rows_per_block < 1)
-            plan->rows_per_block = 1;
-        grid = p->rows > 0 ? ceil_div(p->rows, plan->rows_per_block) : 0;
+        /* Spread that many blocks over the segments (one segment unless gradients are per
+         * sample), at least one each; a segment's rows are split evenly between its own. */
+        const int64_t segments = p->rows / plan->ada.segment_rows;
+        plan->rows_per_block = ceil_div(plan->ada.segment_rows, segments > 0 ? ceil_div(grid, segments) : 1);
+        plan->blocks_per_segment = ceil_div(plan->ada.segment_rows, plan->rows_per_block);
+        grid = segments * plan->blocks_per_segment;
         plan->num_partials = grid * groups;
         plan->partial_stride = (p->cols + 7) / 8 * 8;
         plan->partial_bytes = ((size_t)plan->num_partials * (size_t)plan->partial_stride * sizeof(float) + 255) /
@@ -405,6 +419,19 @@ static frost_status launch(const frost_context *ctx, frost__kernel *k, unsigned 
     return frost__launch(ctx->device, k, &dims, args, stream);
 }
 
+/* The reduce grid: 32-column blocks x pairs x parameter rows (strided past 65535). */
+static frost_status launch_reduce(const frost_context *ctx, frost__kernel *k, int64_t cols, int pairs, int64_t out_rows,
+                                  void *params, void *stream)
+{
+    frost__launch_dims dims;
+    void *args[1] = {params};
+    memset(&dims, 0, sizeof dims);
+    dims.grid[0] = (unsigned)ceil_div(cols, REDUCE_COLS), dims.grid[1] = (unsigned)pairs;
+    dims.grid[2] = (unsigned)(out_rows < 65535 ? out_rows : 65535);
+    dims.block[0] = REDUCE_THREADS, dims.block[1] = 1, dims.block[2] = 1;
+    return frost__launch(ctx->device, k, &dims, args, stream);
+}
+
 static frost_status fwd_execute(const frost_context *ctx, const frost__node *n, const void *plan_ptr,
                                 void *const *ptrs, void *workspace, void *stream)
 {
@@ -426,6 +453,8 @@ static frost_status fwd_execute(const frost_context *ctx, const frost__node *n, 
     params.y_row_stride = row_stride_of(p, FROST__NORM_Y);
     params.mean_stride = row_stride_of(p, FROST__NORM_MEAN);
     params.inv_std_stride = row_stride_of(p, FROST__NORM_INV_STD);
+    params.scale_map = plan->ada.scale;
+    params.bias_map = plan->ada.bias;
     params.cols = (int32_t)p->cols;
     params.vec_ok = plan->vec > 1 && aligned16(params.x) && aligned16(params.y) && aligned16(params.scale) &&
                     aligned16(params.bias);
@@ -469,7 +498,10 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
         params.mean_stride = row_stride_of(p, FROST__NORM_MEAN);
         params.inv_std_stride = row_stride_of(p, FROST__NORM_INV_STD);
         params.rows_per_block = plan->rows_per_block;
+        params.rows_per_segment = plan->ada.segment_rows;
+        params.blocks_per_segment = plan->blocks_per_segment;
         params.partial_stride = plan->partial_stride;
+        params.scale_map = plan->ada.scale;
         params.cols = (int32_t)p->cols;
         params.vec_ok = plan->vec > 1 && aligned16(params.x) && aligned16(params.dy) && aligned16(params.dx) &&
                         aligned16(params.scale);
@@ -484,25 +516,31 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
     if (pairs > 0) {
         norm_reduce_params rp;
         memset(&rp, 0, sizeof rp);
+        const int64_t per_out = plan->blocks_per_segment * plan->rows_per_block_groups; /* partial rows per segment */
+        int64_t out_rows = 0;
         int i = 0;
-        if (plan->want_dscale) {
-            rp.partial[i] = partial[0];
-            rp.out[i++] = ptrs[FROST__NORM_D_SCALE];
+        for (int k = 0; k < 2; k++) {
+            if (!(k == 0 ? plan->want_dscale : plan->want_dbias))
+                continue;
+            rp.partial[i] = partial[i];
+            rp.out[i] = ptrs[k == 0 ? FROST__NORM_D_SCALE : FROST__NORM_D_BIAS];
+            rp.out_stride[i] = plan->ada.out_stride[k];
+            rp.out_rows[i] = (int32_t)plan->ada.out_rows[k];
+            rp.partials_per_out[i] = p->rows > 0 ? (int32_t)(plan->ada.segments_per_out[k] * per_out) : 0;
+            if (!rp.out[i] && rp.out_rows[i] > 0)
+                return frost__fail(FROST_INVALID_ARGUMENT, "cuda norm backward: %s is bound to NULL",
+                                   k == 0 ? "d_scale" : "d_bias");
+            out_rows = plan->ada.out_rows[k] > out_rows ? plan->ada.out_rows[k] : out_rows;
+            i++;
         }
-        if (plan->want_dbias) {
-            rp.partial[i] = partial[plan->want_dscale];
-            rp.out[i++] = ptrs[FROST__NORM_D_BIAS];
-        }
-        for (int j = 0; j < i; j++)
-            if (!rp.out[j])
-                return frost__fail(FROST_INVALID_ARGUMENT, "cuda norm backward: d_scale or d_bias is bound to NULL");
         rp.partial_stride = plan->partial_stride;
         rp.num_partials = p->rows > 0 ? (int32_t)plan->num_partials : 0;
         rp.cols = (int32_t)p->cols;
-        s = launch(ctx, plan->reduce, (unsigned)ceil_div(p->cols, REDUCE_COLS), (unsigned)pairs, REDUCE_THREADS, 0,
-                   &rp, stream);
-        if (s != FROST_OK)
-            return s;
+        if (out_rows > 0) {
+            s = launch_reduce(ctx, plan->reduce, p->cols, pairs, out_rows, &rp, stream);
+            if (s != FROST_OK)
+                return s;
+        }
     }
     return FROST_OK;
 }
@@ -519,11 +557,18 @@ static void norm_describe_plan(const void *plan_ptr, frost__buf *out)
         frost__buf_printf(out, "; %d-stage cp.async row ring, %zu bytes of shared memory", plan->stages,
                           plan->ring_bytes);
     frost__buf_printf(out, ")");
-    if (plan->backward && (plan->want_dscale || plan->want_dbias))
-        frost__buf_printf(out,
-                          "; d_scale/d_bias: %lld partial rows of column sums (%lld rows per block), added in fixed "
-                          "order by norm_bwd_reduce_kernel: deterministic",
+    if (plan->ada.scale.count > 1 || plan->ada.bias.count > 1)
+        frost__buf_printf(out, "; per-sample parameter rows: scale %lld, bias %lld", (long long)plan->ada.scale.count,
+                          (long long)plan->ada.bias.count);
+    if (plan->backward && (plan->want_dscale || plan->want_dbias)) {
+        frost__buf_printf(out, "; d_scale/d_bias: %lld partial rows of column sums (%lld rows per block",
                           (long long)plan->num_partials, (long long)plan->rows_per_block);
+        if (plan->ada.out_rows[0] > 1 || plan->ada.out_rows[1] > 1)
+            frost__buf_printf(out, ", segments of %lld rows; parameter rows: d_scale %lld, d_bias %lld",
+                              (long long)plan->ada.segment_rows, (long long)plan->ada.out_rows[0],
+                              (long long)plan->ada.out_rows[1]);
+        frost__buf_printf(out, "), added in fixed order by norm_bwd_reduce_kernel: deterministic");
+    }
 }
 
 const frost__op_impl frost__norm_fwd_cuda = {
@@ -531,9 +576,10 @@ const frost__op_impl frost__norm_fwd_cuda = {
     .build = norm_build,
     .execute = fwd_execute,
     .describe_plan = norm_describe_plan,
-    .coverage = "LayerNorm and RMSNorm forward on sm_80+: f32/f16/bf16, any cols (rows up to 16K elements in "
-                "registers, longer rows in chunks), scale/bias f32 or the I/O dtype, zero-centred scale, saved "
-                "statistics; needs evenly spaced rows and contiguous normalized dims",
+    .coverage = "LayerNorm, RMSNorm and AdaLayerNorm forward on sm_80+: f32/f16/bf16, any cols (rows up to 16K "
+                "elements in registers, longer rows in chunks), scale/bias f32 or the I/O dtype, zero-centred scale, "
+                "saved statistics, per-sample parameters whose sample dims are one run of x's outer dims ([B, 1, C], "
+                "[1, S, C], [B, S, C]); needs evenly spaced rows and contiguous normalized dims",
 };
 
 const frost__op_impl frost__norm_bwd_cuda = {
@@ -542,67 +588,17 @@ const frost__op_impl frost__norm_bwd_cuda = {
     .workspace = norm_workspace,
     .execute = bwd_execute,
     .describe_plan = norm_describe_plan,
-    .coverage = "LayerNorm and RMSNorm backward on sm_80+: dx, d_scale, d_bias (always deterministic), saved or "
-                "recomputed statistics; same dtypes and layouts as the forward",
+    .coverage = "LayerNorm, RMSNorm and AdaLayerNorm backward on sm_80+: dx, d_scale, d_bias (always "
+                "deterministic, per sample for AdaLayerNorm when each sample's rows are consecutive, like [B, 1, C]), "
+                "saved or recomputed statistics; same dtypes and layouts as the forward",
 };
 
-/* ------------------------------------------------------------------------------------ */
-/* Keys for frost-precompile                                                             */
-/* ------------------------------------------------------------------------------------ */
-static void add_key(frost__kernel_key *keys, int cap, int *count, const frost__kernel_key *k)
+/* The key make_config() picks for p (the key list in norm_cuda_keys.c). */
+frost_status frost__norm_cuda_key(const frost__norm_problem *p, frost__kernel_key *key, frost__buf *why)
 {
-    if (*count < cap)
-        keys[*count] = *k;
-    ++*count;
-}
-
-int frost__norm_cuda_keys(frost__kernel_key *keys, int cap)
-{
-    static const int64_t common_cols[] = {128, 256, 512, 768, 1024, 1536, 2048, 2560, 3072, 4096,
-                                          5120, 6144, 7168, 8192, 12288, 16384, 32768};
-    static const frost_dtype dtypes[] = {FROST_F32, FROST_F16, FROST_BF16};
-    int count = 0;
-    for (int backward = 0; backward < 2; backward++)
-        for (int kind = 0; kind < 2; kind++)
-            for (size_t d = 0; d < FROST__ARRAY_SIZE(dtypes); d++)
-                for (size_t c = 0; c < FROST__ARRAY_SIZE(common_cols); c++)
-                    for (int scale_f32 = 0; scale_f32 < 2; scale_f32++)
-                        for (int with_bias = 0; with_bias < 2; with_bias++) {
-                            frost__norm_problem p;
-                            norm_plan plan;
-                            frost__buf why = {0};
-                            memset(&p, 0, sizeof p);
-                            p.kind = kind ? FROST__NORM_RMS : FROST__NORM_LAYER;
-                            p.backward = backward;
-                            p.rows = 1 << 14;
-                            p.cols = common_cols[c];
-                            p.inner_rank = 1;
-                            p.outer_rank = 1;
-                            const frost_dtype wt = scale_f32 ? FROST_F32 : dtypes[d];
-                            static const int used_fwd[] = {FROST__NORM_X, FROST__NORM_Y, FROST__NORM_SCALE};
-                            static const int used_bwd[] = {FROST__NORM_X, FROST__NORM_D_Y, FROST__NORM_D_X,
-                                                           FROST__NORM_SCALE, FROST__NORM_D_SCALE};
-                            const int *used = backward ? used_bwd : used_fwd;
-                            int nused = backward ? 5 : 3;
-                            for (int i = 0; i < nused; i++) {
-                                frost__norm_layout *l = &p.slot[used[i]];
-                                l->present = 1;
-                                l->dtype = used[i] == FROST__NORM_SCALE ? wt
-                                           : used[i] == FROST__NORM_D_SCALE ? FROST_F32
-                                                                            : dtypes[d];
-                                l->row_stride = p.cols;
-                                l->inner_contiguous = 1;
-                            }
-                            if (with_bias) {
-                                int b = backward ? FROST__NORM_D_BIAS : FROST__NORM_BIAS;
-                                p.slot[b] = p.slot[backward ? FROST__NORM_D_SCALE : FROST__NORM_SCALE];
-                            }
-                            if (make_config(&p, &plan, &why) == FROST_OK)
-                                add_key(keys, cap, &count, &plan.key);
-                            frost__buf_free(&why);
-                        }
-    frost__kernel_key reduce;
-    frost__key_init(&reduce, REDUCE_SOURCE, "norm_bwd_reduce_kernel");
-    add_key(keys, cap, &count, &reduce);
-    return count;
+    norm_plan plan;
+    frost_status s = make_config(p, &plan, why);
+    if (s == FROST_OK)
+        *key = plan.key;
+    return s;
 }

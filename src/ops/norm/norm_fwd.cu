@@ -1,9 +1,11 @@
 /*
- * norm_fwd.cu - LayerNorm and RMSNorm forward: y = x_hat * w_eff + b, one pass over HBM.
+ * norm_fwd.cu - LayerNorm, RMSNorm and AdaLayerNorm forward: y = x_hat * w_eff + b, one
+ * pass over HBM.
  *
  * Layout legend: X, Y are [rows, cols] with a row stride (the host collapsed the outer
- * dims) and unit stride inside a row; scale and bias are [cols]; mean and inv_std are f32,
- * one per row, with their own strides.
+ * dims) and unit stride inside a row; scale and bias are [cols], or with PER_SAMPLE
+ * (AdaLayerNorm) [count, cols] rows found through a norm_param_map per row; mean and
+ * inv_std are f32, one per row, with their own strides.
  *
  * The row lives in registers (see norm_kernel.cuh for who holds which columns): each
  * thread loads its NV units of the row once, the row group reduces the sum, then (for
@@ -24,7 +26,8 @@
  * misaligned-pointer fallback of vector keys, whose registers it keeps small.  It exists
  * for coverage, not speed.
  *
- * Extra defines: ZERO_CENTERED (w_eff = 1 + w), LOOPED, STAGES (ring depth, vector keys).
+ * Extra defines: ZERO_CENTERED (w_eff = 1 + w), LOOPED, STAGES (ring depth, vector keys),
+ * PER_SAMPLE (parameter rows per row of X).
  */
 #include "norm_kernel.cuh"
 
@@ -65,19 +68,22 @@ FROST_DEVICE float fwd_partial_sq(const uint32_t *raw, int lane, int cols, float
     return q;
 }
 
-/* Writes the thread's units of y for one row (or chunk: pointers and cols offset by c0). */
-FROST_DEVICE void fwd_write(const norm_fwd_params *p, const uint32_t *raw, frost_io *yrow, int lane, int cols, int c0,
-                            float mean, float rstd, const int vec, const int units)
+/* Writes the thread's units of y for one row (or chunk: pointers and cols offset by c0);
+ * scale and bias point at the row's parameter rows. */
+FROST_DEVICE void fwd_write(const void *scale, const void *bias, const uint32_t *raw, frost_io *yrow, int lane,
+                            int cols, int c0, float mean, float rstd, const int vec, const int units)
 {
 #pragma unroll
     for (int k = 0; k < units; k++) {
         const int col = (k * GROUP + lane) * vec;
         if (col < cols) {
             float w[VEC], out[VEC];
-            norm_load_weight(w, p->scale, c0 + col, vec);
+            norm_load_weight(w, scale, c0 + col, vec);
 #if BIAS_DT != FROST_DT_NONE
             float b[VEC];
-            norm_load_param(b, p->bias, c0 + col, vec, BIAS_DT);
+            norm_load_param(b, bias, c0 + col, vec, BIAS_DT);
+#else
+            (void)bias;
 #endif
 #pragma unroll
             for (int j = 0; j < vec; j++) {
@@ -91,6 +97,14 @@ FROST_DEVICE void fwd_write(const norm_fwd_params *p, const uint32_t *raw, frost
             norm_store_unit(yrow, c0 + col, out, vec);
         }
     }
+}
+
+/* Writes y of one row (or, with c0 > 0, of a chunk of it). */
+FROST_DEVICE void fwd_write_row(const norm_fwd_params *p, const uint32_t *raw, int64_t row, int lane, int cols, int c0,
+                                float mean, float rstd, const int vec, const int units)
+{
+    fwd_write(norm_param_row(p->scale, p->scale_map, row, SCALE_DT), norm_param_row(p->bias, p->bias_map, row, BIAS_DT),
+              raw, (frost_io *)p->y + row * p->y_row_stride, lane, cols, c0, mean, rstd, vec, units);
 }
 
 FROST_DEVICE void fwd_store_stats(const norm_fwd_params *p, int64_t row, float mean, float rstd)
@@ -118,7 +132,7 @@ FROST_DEVICE void fwd_process(const norm_fwd_params *p, const uint32_t *cur, int
     if (row < p->rows) {
         if (lane == 0)
             fwd_store_stats(p, row, mean, rstd);
-        fwd_write(p, cur, (frost_io *)p->y + row * p->y_row_stride, lane, p->cols, 0, mean, rstd, vec, units);
+        fwd_write_row(p, cur, row, lane, p->cols, 0, mean, rstd, vec, units);
     }
 }
 
@@ -245,10 +259,9 @@ FROST_DEVICE void fwd_rows_chunked(const norm_fwd_params *p, const int vec, cons
             continue;
         if (lane == 0)
             fwd_store_stats(p, row, mean, rstd);
-        frost_io *yrow = (frost_io *)p->y + row * p->y_row_stride;
         for (int c0 = 0; c0 < p->cols; c0 += chunk) {
             norm_load_row(raw, xrow + c0, lane, p->cols - c0, vec, units);
-            fwd_write(p, raw, yrow, lane, p->cols - c0, c0, mean, rstd, vec, units);
+            fwd_write_row(p, raw, row, lane, p->cols - c0, c0, mean, rstd, vec, units);
         }
     }
 }

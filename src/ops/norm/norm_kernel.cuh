@@ -1,5 +1,6 @@
 /*
- * norm_kernel.cuh - what the CUDA LayerNorm / RMSNorm kernels share: the parameter blocks
+ * norm_kernel.cuh - what the CUDA LayerNorm / RMSNorm / AdaLayerNorm kernels share: the
+ * parameter blocks
  * (read by the host in norm_cuda.c too) and the device helpers that move one row between
  * global memory and registers.
  *
@@ -27,9 +28,15 @@
  * already allow it).  A key with VEC = 1 (cols or a row stride not a multiple of the
  * vector) carries only the scalar path.
  *
+ * Per-sample parameters (AdaLayerNorm, keys with PER_SAMPLE): scale and bias may differ
+ * between rows.  Row r reads parameter row ((r / div) % count), which starts `stride`
+ * elements after the previous one (norm_param_map); the host builds the map from the
+ * parameter's outer dims (x [B, S, C], scale [B, 1, C]: div = S, count = B, stride = C).
+ * Keys without PER_SAMPLE read one parameter row and ignore the maps.
+ *
  * Defines every norm kernel key sets: DTYPE_F32|DTYPE_F16|DTYPE_BF16, KIND_LAYER|KIND_RMS,
  * VEC, NV, GROUP, BLOCK, SCALE_DT and BIAS_DT (FROST_DT_* codes, 0 = absent); STAGES > 1
- * (vector keys) streams rows through a shared-memory ring (see below).
+ * (vector keys) streams rows through a shared-memory ring (see below); PER_SAMPLE.
  */
 #ifndef FROST_NORM_KERNEL_CUH
 #define FROST_NORM_KERNEL_CUH
@@ -39,6 +46,13 @@
 #else
 #include <stdint.h>
 #endif
+
+/* Row r of X reads parameter row (r / div) % count, at that index times stride elements. */
+typedef struct norm_param_map {
+    int64_t div;
+    int64_t count;
+    int64_t stride;
+} norm_param_map;
 
 /* y = norm(x) * w_eff + b for `rows` rows; mean / inv_std written when non-NULL. */
 typedef struct norm_fwd_params {
@@ -53,15 +67,21 @@ typedef struct norm_fwd_params {
     int64_t y_row_stride;
     int64_t mean_stride;
     int64_t inv_std_stride;
+    norm_param_map scale_map; /* PER_SAMPLE keys */
+    norm_param_map bias_map;
     int32_t cols;
     int32_t vec_ok;  /* 1: every pointer above is 16-byte aligned */
     float epsilon;
     float inv_cols;  /* 1 / cols */
 } norm_fwd_params;
-#define NORM_FWD_PARAMS_BYTES 104
+#define NORM_FWD_PARAMS_BYTES 152
 
-/* dx for rows [b * rows_per_block, (b + 1) * rows_per_block) of block b, plus that
- * block's column sums of dy * x_hat and dy into row b of the partial buffers. */
+/* dx for the rows of block b, plus that block's column sums of dy * x_hat and dy into its
+ * rows of the partial buffers (one per row group).  Rows come in segments of
+ * rows_per_segment consecutive rows (a segment never straddles two parameter rows of a
+ * per-sample d_scale or d_bias; without those it is all rows), each served by
+ * blocks_per_segment blocks: block b takes rows_per_block rows of segment
+ * b / blocks_per_segment, starting at (b % blocks_per_segment) * rows_per_block. */
 typedef struct norm_bwd_params {
     const void *x;
     const void *dy;
@@ -78,24 +98,32 @@ typedef struct norm_bwd_params {
     int64_t mean_stride;
     int64_t inv_std_stride;
     int64_t rows_per_block;
+    int64_t rows_per_segment;
+    int64_t blocks_per_segment;
     int64_t partial_stride; /* floats between partial rows: cols rounded up to 8 */
+    norm_param_map scale_map; /* PER_SAMPLE keys */
     int32_t cols;
     int32_t vec_ok;
     float epsilon;
     float inv_cols;
 } norm_bwd_params;
-#define NORM_BWD_PARAMS_BYTES 144
+#define NORM_BWD_PARAMS_BYTES 184
 
-/* out[c] = sum over b = 0..num_partials-1 of partial[b][c], in that order; blockIdx.y
- * picks the pair (0: scale, 1: bias; a missing pair is skipped by the grid). */
+/* out[q * out_stride + c] = sum over b in [q * partials_per_out, (q + 1) * partials_per_out)
+ * (clipped to num_partials) of partial[b][c], in that order, for the out_rows parameter
+ * rows q; blockIdx.y picks the pair (0: scale, 1: bias; a missing pair is skipped by the
+ * grid).  Shared parameters: one out row made of every partial row. */
 typedef struct norm_reduce_params {
     const float *partial[2];
     float *out[2];
     int64_t partial_stride;
+    int64_t out_stride[2];
     int32_t num_partials;
     int32_t cols;
+    int32_t partials_per_out[2];
+    int32_t out_rows[2];
 } norm_reduce_params;
-#define NORM_REDUCE_PARAMS_BYTES 48
+#define NORM_REDUCE_PARAMS_BYTES 80
 
 #if (defined(__CUDACC__) || defined(__CUDACC_RTC__)) && defined(NV)
 
@@ -193,6 +221,18 @@ FROST_DEVICE void norm_load_param(float out[VEC], const void *base, int col, con
                 out[8 * q + t] = norm_half_to_float((r[t >> 1] >> ((t & 1) * 16)) & 0xffffu, dt);
         }
     }
+}
+
+/* The parameter row that row `row` of X reads (base itself without PER_SAMPLE). */
+FROST_DEVICE const void *norm_param_row(const void *base, const norm_param_map m, int64_t row, const int dt)
+{
+#if defined(PER_SAMPLE)
+    const int64_t bytes = dt == FROST_DT_F32 ? 4 : 2;
+    return base ? (const void *)((const char *)base + (row / m.div) % m.count * m.stride * bytes) : base;
+#else
+    (void)m, (void)row, (void)dt;
+    return base;
+#endif
 }
 
 /* Effective scale of `vec` columns: w, 1 + w (ZERO_CENTERED) or 1 (no scale). */

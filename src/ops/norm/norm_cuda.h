@@ -1,0 +1,40 @@
+/*
+ * norm_cuda.h — what the cuda norm engine (norm_cuda.c) takes from adanorm_cuda.c: how
+ * rows find AdaLayerNorm's per-sample parameter rows, and how the backward splits rows
+ * into segments so that d_scale and d_bias can be summed per parameter row.  Private to
+ * src/ops/norm/.
+ *
+ * Layout legend: x [R..., C...], rows = prod(R...); a parameter carries some of x's outer
+ * dims (x [B, S, C], scale [B, 1, C] carries B).  The kernels address parameter row
+ * (r / div) % count of row r (norm_param_map, norm_kernel.cuh).  The backward's rows are
+ * cut into segments of segment_rows consecutive rows that never straddle two parameter
+ * rows of a per-sample gradient, so each block's partial rows belong to one parameter row
+ * and out row q of a gradient is the sum of segments_per_out consecutive segments.
+ */
+#ifndef FROST_OPS_NORM_CUDA_H
+#define FROST_OPS_NORM_CUDA_H
+
+#include "ops/norm/norm.h"
+#include "ops/norm/norm_kernel.cuh"
+
+typedef struct frost__adanorm_cuda {
+    norm_param_map scale, bias; /* how rows read scale and bias (identity when shared) */
+    int64_t segment_rows;       /* backward: rows of a segment (>= 1; all rows without per-sample gradients) */
+    /* backward, per gradient (0: d_scale, 1: d_bias): consecutive segments per parameter
+     * row, parameter rows, elements between parameter rows */
+    int64_t segments_per_out[2], out_rows[2], out_stride[2];
+} frost__adanorm_cuda;
+
+/* Fills a for problem p (any kind; LayerNorm and RMSNorm get identity maps and one
+ * segment) or refuses with NOT_SUPPORTED and the constraint in why: carried dims that do
+ * not form one run of x's outer dims collapsing to one stride, a per-sample gradient
+ * whose rows are not consecutive, or one whose partial rows would outweigh d_y by far.
+ * row_groups is the plan's row groups per block.  Device-independent. */
+frost_status frost__adanorm_cuda_config(const frost__norm_problem *p, int row_groups, frost__adanorm_cuda *a,
+                                        frost__buf *why);
+
+/* The kernel key the cuda norm engine picks for p, or its refusal (norm_cuda.c). */
+struct frost__kernel_key;
+frost_status frost__norm_cuda_key(const frost__norm_problem *p, struct frost__kernel_key *key, frost__buf *why);
+
+#endif /* FROST_OPS_NORM_CUDA_H */

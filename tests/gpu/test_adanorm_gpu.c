@@ -1,0 +1,562 @@
+/*
+ * test_adanorm_gpu.c — the cuda engine's AdaLayerNorm (norm_fwd.cu, norm_bwd.cu,
+ * norm_bwd_reduce.cu with per-sample parameters) against the reference engine.
+ *
+ * x is [B, S, C]; scale and bias are [B or 1, S or 1, C] ("carry" bit 0: the parameter
+ * has x's B, bit 1: x's S), typically [B, 1, C]: row (b, s) reads parameter row b.  The
+ * backward's d_scale and d_bias have the parameters' dims and sum over the rows that read
+ * each parameter row.  Each case builds the same graph in a CPU context (ref engine, fp64)
+ * and in a CUDA context with build option engine = "cuda" (a refusal fails the case), runs
+ * both on the same inputs and compares every element of every output allocation, guards
+ * and row gaps included: both copies start NaN-poisoned and the GPU copy travels to the
+ * device whole and back, so an element must be NaN on one side exactly when it is on the
+ * other.  The backward runs three times on the GPU; dx, d_scale and d_bias must be
+ * bitwise equal across the runs.
+ *
+ * Layout legend: rows = B * S, u = unit roundoff of the I/O dtype, u32 = 2^-24,
+ * L = log2(2 C).  Tolerances (as test_norm_gpu.c; each a constant times the error of the
+ * same computation done naively in fp32):
+ *     y, dx:           |got - ref| <= 2.5 u |ref| + 32 L u32 * M
+ *     mean / inv_std:  32 L u32 * max|x|  /  32 L u32 * |ref|
+ *     d_scale, d_bias: 32 (L + log2(2 n)) u32 * n * M_p,  n = rows per parameter row
+ * with M the magnitude of the terms of the output (y: max|x_hat w| + max|b|; dx: max rstd
+ * max|g| (1 + max|x_hat|^2)) and M_p = max|dy| (1 + max|x_hat|).
+ *
+ * Cases: C in {128, 1000, 4096} (and 1, 3, 16384 for the scalar and chunked paths), f32 /
+ * f16 / bf16, [B, 1, C] parameters in f32 or the I/O dtype, shared and per-row patterns,
+ * [1, S, C] (forward only), row gaps, a misaligned base (the scalar fallback), B = 0 and
+ * S = 0; then seeded random cases; then the selector's refusals, each checked for the
+ * constraint it names.  FROST_TEST_SEED / FROST_TEST_CASE rerun one case.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "runtime/runtime.h"
+#include "test_util.h"
+
+enum { T_X, T_SCALE, T_BIAS, T_DY, T_Y, T_MEAN, T_RSTD, T_DX, T_DSCALE, T_DBIAS, T_COUNT };
+#define FIRST_OUTPUT T_Y
+
+typedef struct acase {
+    const char *name;
+    frost_dtype dtype;
+    int64_t b, s, c;
+    int row_gap;                      /* padding elements after each row of x, y, dy, dx */
+    int scale, bias;                  /* 0 absent, 1 f32, 2 the I/O dtype */
+    unsigned scale_carry, bias_carry; /* bit 0: carries B, bit 1: carries S */
+    int zero_centered, inference;
+    int backward, saved;
+    int misalign; /* device copies shifted by one element: no 16-byte rows */
+} acase;
+
+#define F32 FROST_F32
+#define F16 FROST_F16
+#define BF16 FROST_BF16
+static const acase table[] = {
+    /* name, dtype, B, S, C, gap, scale, bias, s_carry, b_carry, zc, inf, bwd, saved, misalign */
+    {"bf16 [4,256,128] [B,1,C] io params saved", BF16, 4, 256, 128, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0},
+    {"bf16 [4,96,1000] f32 params", BF16, 4, 96, 1000, 0, 1, 1, 1, 1, 0, 0, 1, 0, 0},
+    {"bf16 [2,64,4096] io params", BF16, 2, 64, 4096, 0, 2, 2, 1, 1, 1, 0, 1, 1, 0},
+    {"f16 [8,33,128] f32 params zero-centred", F16, 8, 33, 128, 0, 1, 1, 1, 1, 1, 0, 1, 0, 0},
+    {"f16 [3,50,1000] gap 8", F16, 3, 50, 1000, 8, 2, 2, 1, 1, 0, 0, 1, 1, 0},
+    {"f16 [2,40,4096]", F16, 2, 40, 4096, 0, 2, 1, 1, 1, 0, 0, 1, 0, 0},
+    {"f32 [5,20,128]", F32, 5, 20, 128, 0, 1, 1, 1, 1, 0, 0, 1, 1, 0},
+    {"f32 [3,17,1000] gap 4", F32, 3, 17, 1000, 4, 1, 1, 1, 1, 0, 0, 1, 0, 0},
+    {"f32 [2,30,4096]", F32, 2, 30, 4096, 0, 1, 1, 1, 1, 0, 0, 1, 1, 0},
+    {"bf16 scale [B,1,C], bias [1,1,C]", BF16, 4, 80, 1000, 0, 2, 2, 1, 0, 0, 0, 1, 1, 0},
+    {"bf16 scale [1,1,C], bias [B,1,C]", BF16, 4, 80, 128, 0, 1, 2, 0, 1, 0, 0, 1, 0, 0},
+    {"bf16 scale only [B,1,C]", BF16, 6, 40, 4096, 0, 2, 0, 1, 0, 1, 0, 1, 0, 0},
+    {"f16 bias only [B,1,C]", F16, 6, 40, 1000, 0, 0, 2, 0, 1, 0, 0, 1, 1, 0},
+    {"bf16 per-row [B,S,C] 4096", BF16, 2, 24, 4096, 0, 2, 2, 3, 3, 0, 0, 1, 1, 0},
+    {"bf16 [1,S,C] forward", BF16, 3, 50, 1000, 0, 2, 2, 2, 2, 0, 1, 0, 0, 0},
+    {"bf16 [B,1,C] misaligned (fallback)", BF16, 3, 40, 4096, 0, 2, 2, 1, 1, 0, 0, 1, 1, 1},
+    {"f32 [B,1,C] misaligned", F32, 3, 30, 1000, 0, 1, 1, 1, 1, 0, 0, 1, 0, 1},
+    {"bf16 [B,1,C] gap 3 (scalar rows)", BF16, 4, 30, 1000, 3, 2, 2, 1, 1, 0, 0, 1, 0, 0},
+    {"bf16 C 1", BF16, 4, 80, 1, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0},
+    {"f32 C 3 (scalar)", F32, 3, 40, 3, 0, 1, 1, 1, 1, 0, 0, 1, 0, 0},
+    {"bf16 C 16384 (chunked bwd)", BF16, 2, 12, 16384, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0},
+    {"bf16 B 1", BF16, 1, 500, 1000, 0, 2, 2, 1, 1, 0, 0, 1, 0, 0},
+    {"bf16 S 1", BF16, 64, 1, 1000, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0},
+    {"bf16 many samples", BF16, 300, 9, 128, 0, 2, 2, 1, 1, 0, 0, 1, 0, 0},
+    {"bf16 B 0", BF16, 0, 16, 1000, 0, 2, 2, 1, 1, 0, 0, 1, 0, 0},
+    {"f32 S 0 (zero gradients per sample)", F32, 3, 0, 128, 0, 1, 1, 1, 1, 0, 0, 1, 0, 0},
+    {"bf16 shared [1,1,C] (LayerNorm)", BF16, 4, 64, 1000, 0, 2, 2, 0, 0, 0, 0, 1, 1, 0},
+};
+#undef F32
+#undef F16
+#undef BF16
+#define NUM_TABLE ((int)(sizeof table / sizeof table[0]))
+#define NUM_RANDOM 32
+
+/* ---------------------------------------------------------------------------------- */
+/* Tensors of a case                                                                     */
+/* ---------------------------------------------------------------------------------- */
+
+typedef struct run {
+    const acase *c;
+    int64_t dims[3], strides[3];   /* x-like tensors */
+    int64_t sdims[3], sstrides[3]; /* statistics */
+    tu_buf cpu[T_COUNT], gpu[T_COUNT];
+    frost_tensor id[T_COUNT];
+} run;
+
+static int present(const run *r, int t)
+{
+    const acase *c = r->c;
+    switch (t) {
+    case T_SCALE: return c->scale != 0;
+    case T_BIAS: return c->bias != 0;
+    case T_DY: case T_DX: return c->backward;
+    case T_MEAN: case T_RSTD: return !c->inference;
+    case T_DSCALE: return c->backward && c->scale;
+    case T_DBIAS: return c->backward && c->bias;
+    default: return 1;
+    }
+}
+
+static unsigned carry_of(const acase *c, int t)
+{
+    return t == T_SCALE || t == T_DSCALE ? c->scale_carry : c->bias_carry;
+}
+
+static void alloc_all(run *r, tu_rng *rng)
+{
+    const acase *c = r->c;
+    r->dims[0] = c->b, r->dims[1] = c->s, r->dims[2] = c->c;
+    r->strides[2] = 1, r->strides[1] = c->c + c->row_gap, r->strides[0] = c->s * r->strides[1];
+    r->sdims[0] = c->b, r->sdims[1] = c->s, r->sdims[2] = 1;
+    tu_packed_strides(3, r->sdims, r->sstrides);
+    for (int t = 0; t < T_COUNT; t++) {
+        if (!present(r, t))
+            continue;
+        frost_dtype dt = c->dtype;
+        int64_t dims[3], st[3];
+        memcpy(dims, r->dims, sizeof dims);
+        memcpy(st, r->strides, sizeof st);
+        if (t == T_SCALE || t == T_BIAS || t == T_DSCALE || t == T_DBIAS) {
+            const unsigned carry = carry_of(c, t);
+            dims[0] = carry & 1u ? c->b : 1, dims[1] = carry & 2u ? c->s : 1;
+            tu_packed_strides(3, dims, st);
+            dt = t == T_SCALE ? (c->scale == 1 ? FROST_F32 : c->dtype)
+                 : t == T_BIAS ? (c->bias == 1 ? FROST_F32 : c->dtype)
+                               : FROST_F32;
+        } else if (t == T_MEAN || t == T_RSTD) {
+            memcpy(dims, r->sdims, sizeof dims);
+            memcpy(st, r->sstrides, sizeof st);
+            dt = FROST_F32;
+        }
+        TU_CHECK(tu_buf_alloc(&r->cpu[t], dt, 3, dims, st, 0));
+        if (t >= FIRST_OUTPUT)
+            TU_CHECK(tu_buf_alloc(&r->gpu[t], dt, 3, dims, st, 0));
+    }
+    tu_buf_fill_uniform(&r->cpu[T_X], rng, -2.0, 3.0);
+    if (c->scale)
+        tu_buf_fill_uniform(&r->cpu[T_SCALE], rng, c->zero_centered ? -0.5 : 0.5, c->zero_centered ? 0.5 : 1.5);
+    if (c->bias)
+        tu_buf_fill_uniform(&r->cpu[T_BIAS], rng, -1.0, 1.0);
+    if (c->backward)
+        tu_buf_fill_uniform(&r->cpu[T_DY], rng, -1.0, 1.0);
+}
+
+static void free_all(run *r)
+{
+    for (int t = 0; t < T_COUNT; t++) {
+        tu_buf_free(&r->cpu[t]);
+        tu_buf_free(&r->gpu[t]);
+    }
+}
+
+static frost_tensor add(frost_graph *g, const char *name, const tu_buf *b)
+{
+    frost_tensor_desc d;
+    frost_tensor id = 0;
+    memset(&d, 0, sizeof d);
+    d.name = name, d.dtype = b->dtype, d.rank = b->rank;
+    for (int i = 0; i < b->rank; i++)
+        d.dims[i] = b->dims[i], d.strides[i] = b->strides[i];
+    TU_OK(frost_graph_add_tensor(g, &d, &id));
+    return id;
+}
+
+static frost_graph *make_graph(run *r, frost_context *ctx, int backward)
+{
+    static const char *const names[T_COUNT] = {"x", "scale", "bias", "dy", "y", "mean", "inv_std", "dx", "d_scale",
+                                               "d_bias"};
+    const acase *c = r->c;
+    frost_graph *g = NULL;
+    TU_OK(frost_graph_create(ctx, &g));
+    if (!g)
+        return NULL;
+    memset(r->id, 0, sizeof r->id);
+    for (int t = 0; t < T_COUNT; t++) {
+        int used = backward ? (t == T_X || t == T_SCALE || t == T_DY || t >= T_DX ||
+                               ((t == T_MEAN || t == T_RSTD) && c->saved))
+                            : (t <= T_BIAS || (t >= T_Y && t <= T_RSTD));
+        if (used && present(r, t))
+            r->id[t] = add(g, names[t], &r->cpu[t]);
+    }
+    if (!backward) {
+        frost_norm_desc d = {.x = r->id[T_X], .scale = r->id[T_SCALE], .bias = r->id[T_BIAS],
+                             .zero_centered_scale = c->zero_centered,
+                             .phase = c->inference ? FROST_NORM_INFERENCE : FROST_NORM_TRAINING};
+        frost_norm_outputs o = {.y = r->id[T_Y], .mean = r->id[T_MEAN], .inv_std = r->id[T_RSTD]};
+        TU_OK(frost_graph_add_adalayernorm(g, &d, &o));
+    } else {
+        frost_norm_backward_desc d = {.x = r->id[T_X], .d_y = r->id[T_DY], .scale = r->id[T_SCALE],
+                                      .mean = r->id[T_MEAN], .inv_std = r->id[T_RSTD], .has_bias = c->bias != 0,
+                                      .zero_centered_scale = c->zero_centered, .deterministic = 1};
+        frost_norm_grads o = {.d_x = r->id[T_DX], .d_scale = r->id[T_DSCALE], .d_bias = r->id[T_DBIAS]};
+        TU_OK(frost_graph_add_adalayernorm_backward(g, &d, &o));
+    }
+    return g;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Device copies: the whole guarded allocation goes to the device and comes back        */
+/* ---------------------------------------------------------------------------------- */
+
+typedef struct dev_buf {
+    void *base;
+    char *alloc;
+    size_t bytes;
+} dev_buf;
+
+static void *to_device(const frost__device *dev, const tu_buf *b, dev_buf *d, size_t shift)
+{
+    memset(d, 0, sizeof *d);
+    if (!b->alloc)
+        return NULL;
+    d->bytes = (size_t)(b->span + 2 * b->guard) * b->elem_size;
+    TU_OK(frost__dev_alloc(dev, d->bytes + 16, &d->base));
+    if (!d->base)
+        return NULL;
+    d->alloc = (char *)d->base + shift;
+    TU_OK(frost__dev_copy_htod(dev, d->alloc, b->alloc, d->bytes));
+    return d->alloc + (size_t)b->guard * b->elem_size;
+}
+
+/* got vs ref over the whole allocation: NaN must match NaN, else atol + rtol |ref|. */
+static void compare(const char *what, const tu_buf *got, const tu_buf *ref, double atol, double rtol)
+{
+    int64_t bad = 0, worst_at = 0;
+    double worst = -INFINITY, wg = 0, wr = 0;
+    for (int64_t e = -got->guard; e < got->span + got->guard; e++) {
+        double g = tu_buf_get(got, e), f = tu_buf_get(ref, e), excess;
+        if (isnan(f) || isnan(g))
+            excess = isnan(f) && isnan(g) ? -INFINITY : INFINITY;
+        else
+            excess = fabs(g - f) - (atol + rtol * fabs(f));
+        if (excess > 0)
+            bad++;
+        if (excess > worst)
+            worst = excess, worst_at = e, wg = g, wr = f;
+    }
+    if (bad)
+        tu_failf("%s: %lld element(s) off (atol %.3g, rtol %.3g); worst at offset %lld: got %.9g, ref %.9g", what,
+                 (long long)bad, atol, rtol, (long long)worst_at, wg, wr);
+}
+
+static int is_output(int t, int backward)
+{
+    return backward ? t >= T_DX : (t >= T_Y && t <= T_RSTD);
+}
+
+/* Runs g on the GPU `repeat` times (outputs poisoned each time); run 0's results land in
+ * r->gpu[], later runs must match them bitwise.  Returns 0 when the build failed. */
+static int run_gpu(run *r, frost_graph *g, const frost__device *dev, int backward, int repeat)
+{
+    frost_build_options opt = {.engine = "cuda"};
+    frost_status s = frost_graph_build(g, &opt);
+    if (s != FROST_OK) {
+        tu_failf("cuda build failed: %s: %s", frost_status_name(s), frost_last_error());
+        return 0;
+    }
+    size_t ws_bytes = 0;
+    void *ws = NULL;
+    TU_OK(frost_graph_workspace_size(g, &ws_bytes));
+    if (ws_bytes)
+        TU_OK(frost__dev_alloc(dev, ws_bytes, &ws));
+    const size_t shift = r->c->misalign ? r->cpu[T_X].elem_size : 0;
+    tu_buf copies[T_COUNT];
+    memset(copies, 0, sizeof copies);
+    for (int rep = 0; rep < repeat; rep++) {
+        dev_buf d[T_COUNT];
+        frost_binding b[T_COUNT];
+        int nb = 0;
+        for (int t = 0; t < T_COUNT; t++) {
+            memset(&d[t], 0, sizeof d[t]);
+            if (!r->id[t])
+                continue;
+            const int out = is_output(t, backward);
+            if (out && rep > 0 && !copies[t].alloc)
+                TU_CHECK(tu_buf_alloc(&copies[t], r->gpu[t].dtype, 3, r->gpu[t].dims, r->gpu[t].strides, 0));
+            const tu_buf *src = !out ? &r->cpu[t] : rep == 0 ? &r->gpu[t] : &copies[t];
+            b[nb++] = (frost_binding){r->id[t], to_device(dev, src, &d[t], shift)};
+        }
+        TU_OK(frost_graph_execute(g, b, nb, ws, NULL));
+        TU_OK(frost__dev_synchronize(dev));
+        for (int t = 0; t < T_COUNT; t++) {
+            if (r->id[t] && is_output(t, backward) && d[t].base) {
+                tu_buf *dst = rep == 0 ? &r->gpu[t] : &copies[t];
+                TU_OK(frost__dev_copy_dtoh(dev, dst->alloc, d[t].alloc, d[t].bytes));
+                if (rep > 0 && memcmp(dst->alloc, r->gpu[t].alloc, d[t].bytes) != 0)
+                    tu_failf("backward run %d: %s differs bitwise from run 1 (not deterministic)", rep + 1,
+                             t == T_DX ? "dx" : t == T_DSCALE ? "d_scale" : "d_bias");
+            }
+            if (d[t].base)
+                frost__dev_free(dev, d[t].base);
+        }
+    }
+    for (int t = 0; t < T_COUNT; t++)
+        tu_buf_free(&copies[t]);
+    if (ws)
+        frost__dev_free(dev, ws);
+    return 1;
+}
+
+static void run_cpu(run *r, frost_graph *g)
+{
+    frost_build_options opt = {.engine = "ref"};
+    TU_OK(frost_graph_build(g, &opt));
+    size_t ws_bytes = 0;
+    TU_OK(frost_graph_workspace_size(g, &ws_bytes));
+    void *ws = ws_bytes ? malloc(ws_bytes) : NULL;
+    frost_binding b[T_COUNT];
+    int nb = 0;
+    for (int t = 0; t < T_COUNT; t++)
+        if (r->id[t])
+            b[nb++] = (frost_binding){r->id[t], r->cpu[t].data};
+    TU_OK(frost_graph_execute(g, b, nb, ws, NULL));
+    free(ws);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Tolerances from the data (see the essay)                                              */
+/* ---------------------------------------------------------------------------------- */
+
+typedef struct mags {
+    double x, xhat, rstd, w, b, dy;
+} mags;
+
+static double elem(const tu_buf *b, int64_t i0, int64_t i1, int64_t col)
+{
+    return tu_buf_get(b, i0 * b->strides[0] + i1 * b->strides[1] + col * b->strides[2]);
+}
+
+/* Parameter of tensor t for the row (i0, i1): its 1-dims read index 0. */
+static double param(const run *r, int t, int64_t i0, int64_t i1, int64_t col)
+{
+    const tu_buf *b = &r->cpu[t];
+    return elem(b, b->dims[0] == 1 ? 0 : i0, b->dims[1] == 1 ? 0 : i1, col);
+}
+
+static mags measure(const run *r)
+{
+    const acase *c = r->c;
+    mags m = {0, 0, 0, 0, 0, 0};
+    for (int64_t i0 = 0; i0 < c->b; i0++)
+        for (int64_t i1 = 0; i1 < c->s; i1++) {
+            double s = 0, q = 0;
+            for (int64_t j = 0; j < c->c; j++)
+                s += elem(&r->cpu[T_X], i0, i1, j);
+            const double mean = s / (double)c->c;
+            for (int64_t j = 0; j < c->c; j++) {
+                double d = elem(&r->cpu[T_X], i0, i1, j) - mean;
+                q += d * d;
+            }
+            const double rstd = 1.0 / sqrt(q / (double)c->c + 1e-5);
+            m.rstd = fmax(m.rstd, rstd);
+            for (int64_t j = 0; j < c->c; j++) {
+                const double x = elem(&r->cpu[T_X], i0, i1, j);
+                m.x = fmax(m.x, fabs(x));
+                m.xhat = fmax(m.xhat, fabs((x - mean) * rstd));
+                if (c->scale)
+                    m.w = fmax(m.w, fabs(param(r, T_SCALE, i0, i1, j) + (c->zero_centered ? 1.0 : 0.0)));
+                if (c->bias)
+                    m.b = fmax(m.b, fabs(param(r, T_BIAS, i0, i1, j)));
+                if (c->backward)
+                    m.dy = fmax(m.dy, fabs(elem(&r->cpu[T_DY], i0, i1, j)));
+            }
+        }
+    if (!c->scale)
+        m.w = 1.0;
+    return m;
+}
+
+/* Rows summed into one element of a parameter gradient with the given carry. */
+static int64_t rows_per_param_row(const acase *c, unsigned carry)
+{
+    return (carry & 1u ? 1 : c->b) * (carry & 2u ? 1 : c->s);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* One case                                                                              */
+/* ---------------------------------------------------------------------------------- */
+
+static void run_case(const acase *c, uint64_t seed, int index, frost_context *cpu, frost_context *gpu)
+{
+    char desc[320];
+    snprintf(desc, sizeof desc,
+             "%s: %s [%lld,%lld,%lld] gap %d scale %d carry %u bias %d carry %u%s%s%s%s%s", c->name,
+             frost_dtype_name(c->dtype), (long long)c->b, (long long)c->s, (long long)c->c, c->row_gap, c->scale,
+             c->scale_carry, c->bias, c->bias_carry, c->zero_centered ? " zc" : "", c->inference ? " inference" : "",
+             c->backward ? " +bwd" : "", c->saved ? " saved" : "", c->misalign ? " misaligned" : "");
+    tu_set_context("test_adanorm_gpu", seed, index, desc);
+    const frost__device *dev = gpu->device;
+    tu_rng rng = tu_rng_make(seed * 1000003u + (uint64_t)index);
+    run r;
+    memset(&r, 0, sizeof r);
+    r.c = c;
+    alloc_all(&r, &rng);
+    const mags m = measure(&r);
+    const double u = tu_eps(c->dtype), u32 = ldexp(1.0, -24);
+    const double L = log2(2.0 * (double)c->c);
+
+    frost_graph *gc = make_graph(&r, cpu, 0), *gg = make_graph(&r, gpu, 0);
+    run_cpu(&r, gc);
+    if (gg && run_gpu(&r, gg, dev, 0, 1)) {
+        compare("y", &r.gpu[T_Y], &r.cpu[T_Y], 32 * L * u32 * (m.xhat * m.w + m.b + 1), 2.5 * u);
+        if (r.id[T_MEAN])
+            compare("mean", &r.gpu[T_MEAN], &r.cpu[T_MEAN], 32 * L * u32 * (m.x + 1), 0);
+        if (r.id[T_RSTD])
+            compare("inv_std", &r.gpu[T_RSTD], &r.cpu[T_RSTD], 1e-30, 32 * L * u32);
+        char explain[4096];
+        TU_OK(frost_graph_explain(gg, explain, sizeof explain, NULL));
+        if (!strstr(explain, "norm_fwd.cu:norm_fwd_kernel") || !strstr(explain, "adalayernorm_fwd"))
+            tu_failf("explain does not name the op and the cuda kernel:\n%s", explain);
+    }
+    frost_graph_destroy(gc);
+    frost_graph_destroy(gg);
+    if (c->backward) {
+        gc = make_graph(&r, cpu, 1), gg = make_graph(&r, gpu, 1);
+        run_cpu(&r, gc);
+        if (gg && run_gpu(&r, gg, dev, 1, 3)) {
+            const double g = m.dy * m.w;
+            compare("dx", &r.gpu[T_DX], &r.cpu[T_DX], 32 * L * u32 * m.rstd * (g * (1 + m.xhat * m.xhat) + 1e-3),
+                    2.5 * u);
+            for (int t = T_DSCALE; t <= T_DBIAS; t++) {
+                if (!r.id[t])
+                    continue;
+                const double n = (double)rows_per_param_row(c, carry_of(c, t));
+                const double pt = 32 * (L + log2(2 * n + 2)) * u32 * (n + 1) * (m.dy * (1 + m.xhat) + 1e-3);
+                compare(t == T_DSCALE ? "d_scale" : "d_bias", &r.gpu[t], &r.cpu[t], pt, 0);
+            }
+        }
+        frost_graph_destroy(gc);
+        frost_graph_destroy(gg);
+    }
+    free_all(&r);
+}
+
+static acase random_case(uint64_t seed, int index)
+{
+    static const int64_t cols_list[] = {128, 1000, 4096, 256, 1536, 5120, 0};
+    static const frost_dtype dts[] = {FROST_F32, FROST_F16, FROST_BF16};
+    tu_rng rng = tu_rng_make(seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(index + 1)));
+    acase c;
+    memset(&c, 0, sizeof c);
+    c.name = "random";
+    c.dtype = dts[tu_int(&rng, 0, 2)];
+    c.c = cols_list[tu_int(&rng, 0, 6)];
+    if (c.c == 0)
+        c.c = 2 * tu_int(&rng, 2, 1500) + 1; /* odd: the scalar path */
+    c.b = tu_int(&rng, 1, 8);
+    int64_t max_s = (1 << 20) / (c.c * c.b) + 1;
+    c.s = tu_int(&rng, 1, max_s < 400 ? max_s : 400);
+    c.row_gap = (int)(tu_int(&rng, 0, 2) == 0 ? 0 : tu_int(&rng, 0, 1) ? 8 : tu_int(&rng, 1, 5));
+    c.scale = (int)tu_int(&rng, 0, 2);
+    c.bias = (int)tu_int(&rng, 0, 2);
+    c.scale_carry = tu_int(&rng, 0, 3) ? 1u : 0u;
+    c.bias_carry = tu_int(&rng, 0, 3) ? 1u : 0u;
+    c.zero_centered = c.scale && tu_int(&rng, 0, 3) == 0;
+    c.inference = tu_int(&rng, 0, 4) == 0;
+    c.backward = tu_int(&rng, 0, 4) != 0;
+    c.saved = !c.inference && tu_int(&rng, 0, 1);
+    c.misalign = tu_int(&rng, 0, 7) == 0;
+    /* per-sample gradients need enough rows per sample next to the row groups of a block
+     * (at most 256, the scalar path of short rows): below that the engine refuses */
+    if (c.backward && ((c.scale && c.scale_carry) || (c.bias && c.bias_carry)) && c.s < 64)
+        c.s = 64;
+    return c;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Refusals                                                                              */
+/* ---------------------------------------------------------------------------------- */
+
+/* Builds an AdaLayerNorm (backward when d_scale is wanted) whose scale has `sdims` over x
+ * [dims] (rank 3 or 4) and expects the cuda engine to refuse it, naming `needle`. */
+static void expect_refusal(frost_context *gpu, int rank, const int64_t *dims, const int64_t *sdims, int backward,
+                           const char *needle)
+{
+    frost_graph *g = NULL;
+    TU_OK(frost_graph_create(gpu, &g));
+    if (!g)
+        return;
+    frost_tensor_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = "x", d.dtype = FROST_BF16, d.rank = rank;
+    memcpy(d.dims, dims, sizeof(int64_t) * (size_t)rank);
+    frost_tensor x = 0, w = 0, dy = 0;
+    TU_OK(frost_graph_add_tensor(g, &d, &x));
+    d.name = "d_y";
+    TU_OK(frost_graph_add_tensor(g, &d, &dy));
+    d.name = "scale";
+    memcpy(d.dims, sdims, sizeof(int64_t) * (size_t)rank);
+    TU_OK(frost_graph_add_tensor(g, &d, &w));
+    if (backward) {
+        frost_norm_backward_desc bd = {.x = x, .d_y = dy, .scale = w};
+        frost_norm_grads o = {.d_scale = FROST_TENSOR_AUTO};
+        TU_OK(frost_graph_add_adalayernorm_backward(g, &bd, &o));
+    } else {
+        frost_norm_desc nd = {.x = x, .scale = w};
+        frost_norm_outputs o = {.y = FROST_TENSOR_AUTO};
+        TU_OK(frost_graph_add_adalayernorm(g, &nd, &o));
+    }
+    frost_build_options opt = {.engine = "cuda"};
+    TU_CHECK_STATUS(frost_graph_build(g, &opt), FROST_NOT_SUPPORTED);
+    if (!strstr(frost_last_error(), needle))
+        tu_failf("refusal message lacks \"%s\": %s", needle, frost_last_error());
+    frost_graph_destroy(g);
+}
+
+static void check_refusals(frost_context *gpu)
+{
+    tu_set_context("test_adanorm_gpu", 0, -1, "refusals");
+    const int64_t x3[3] = {4, 64, 1024}, per_pos[3] = {1, 64, 1024};
+    const int64_t x4[4] = {2, 3, 4, 1024}, split[4] = {2, 1, 4, 1024};
+    const int64_t x_small[3] = {2, 4096, 128}, per_row[3] = {2, 4096, 128};
+    expect_refusal(gpu, 3, x3, per_pos, 1, "d_scale");
+    expect_refusal(gpu, 4, x4, split, 0, "outer dims 0 and 2");
+    expect_refusal(gpu, 3, x_small, per_row, 1, "rows per parameter row");
+}
+
+int main(void)
+{
+    frost_context *gpu = tu_cuda_context_or_skip();
+    frost_context *cpu = NULL;
+    TU_OK(frost_context_create(NULL, &cpu));
+    uint64_t seed = tu_seed(20261205);
+    int filter = tu_case_filter(), run_count = 0;
+    for (int i = 0; i < NUM_TABLE + NUM_RANDOM; i++) {
+        if (filter >= 0 && i != filter)
+            continue;
+        acase c = i < NUM_TABLE ? table[i] : random_case(seed, i);
+        tu_case_begin();
+        run_case(&c, seed, i, cpu, gpu);
+        tu_case_end();
+        run_count++;
+    }
+    if (filter < 0) {
+        tu_case_begin();
+        check_refusals(gpu);
+        tu_case_end();
+        run_count++;
+    }
+    frost_context_destroy(cpu);
+    frost_context_destroy(gpu);
+    return tu_finish(run_count);
+}
