@@ -13,15 +13,16 @@
  * and centred variance, with epsilon), exactly as the reference engine does.
  *
  * Parameter gradients, deterministically.  Block b owns rows_per_block contiguous rows
- * of one segment (norm_kernel.cuh: segments are all rows for LayerNorm / RMSNorm, and
- * never straddle two parameter rows of AdaLayerNorm's per-sample d_scale / d_bias); its
- * row group r takes every ROWS_PER_BLOCK-th of them starting at r and keeps, in
- * registers, running sums for the columns it holds.  At the end each group writes its sums to its own row
- * (b * ROWS_PER_BLOCK + r) of a f32 partial buffer in the workspace, and
- * norm_bwd_reduce.cu adds the partial rows in index order (per parameter row: the blocks of
- * a sample's segments are consecutive, so are their partial rows).  Every sum has a fixed order
- * that depends only on the plan (grid size, rows), never on timing, so d_scale and d_bias
- * are bitwise repeatable run to run, with or without the `deterministic` flag.
+ * of one segment (norm_kernel.cuh: one segment of all rows for LayerNorm / RMSNorm;
+ * segments that never straddle two parameter rows of AdaLayerNorm's per-sample d_scale /
+ * d_bias); its row group r takes every ROWS_PER_BLOCK-th of them starting at r and keeps,
+ * in registers, running sums for the columns it holds.  At the end each group writes its
+ * sums to its own row (b * ROWS_PER_BLOCK + r) of a f32 partial buffer in the workspace,
+ * and norm_bwd_reduce.cu adds the partial rows in index order, per parameter row (the
+ * blocks of one parameter row's segments are consecutive, and so are their partial rows).
+ * Every sum has a fixed order that depends only on the plan (grid size, rows), never on
+ * timing, so d_scale and d_bias are bitwise repeatable run to run, with or without the
+ * `deterministic` flag.
  *
  * The grid is persistent (the host sizes it to the resident blocks, fewer when rows are
  * few, so that the partial buffer stays small next to the tensors).  Each row group keeps
