@@ -212,19 +212,13 @@ FROST_DEVICE void row_band(const sdpa_fwd_params &p, int i, int len_q, int len_k
     *hi = clamp_len(u, len_kv);
 }
 
-#if HAS_BIAS
-FROST_DEVICE float load_bias(const sdpa_fwd_params &p, int b, int h, int i, int j)
-{
-    const int64_t at = (int64_t)b * p.bias_stride[0] + (int64_t)h * p.bias_stride[1] + (int64_t)i * p.bias_stride[2] +
-                       (int64_t)j * p.bias_stride[3];
+/* Bias elements are read one by one through their strides (any layout, 0 on broadcast
+ * dims).  Each thread keeps one pointer per row and steps it along the key tile, so the
+ * 64-bit address math per element is one multiply by the key stride. */
 #if defined(BIAS_F32)
-    return ((const float *)p.bias)[at];
+typedef float bias_t;
 #elif defined(BIAS_IO)
-    return frost_to_float(((const frost_io *)p.bias)[at]);
-#endif
-}
-#else
-#define load_bias(p, b, h, i, j) 0.0f
+typedef frost_io bias_t;
 #endif
 
 /* Max and sum over the four lanes of a quad (the lanes that share a row). */
@@ -324,6 +318,12 @@ extern "C" __global__ void __launch_bounds__(THREADS) sdpa_fwd_kernel(const __gr
          * key row ((l / 8) % 2) * 8 + l % 8 of the k16 step, column half l / 16. */
         const int v_lane_off = (((lane / 8) % 2) * 8 + (lane % 8)) * V_STRIDE + (lane / 16) * 8;
         const float scale_log2 = p.scale_log2;
+#if HAS_BIAS
+        /* rows beyond len_q are never read; their pointers stay in range anyway */
+        const bias_t *bias_head = (const bias_t *)p.bias + (int64_t)b * p.bias_stride[0] + (int64_t)h * p.bias_stride[1];
+        const bias_t *bias_row[2] = {bias_head + (int64_t)(row0 < geo.len_q ? row0 : 0) * p.bias_stride[2],
+                                     bias_head + (int64_t)(row1 < geo.len_q ? row1 : 0) * p.bias_stride[2]};
+#endif
 
         for (int tile = tile_begin; tile < tile_end; ++tile) {
             const int stage = (tile - tile_begin) & 1;
@@ -365,6 +365,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) sdpa_fwd_kernel(const __gr
              * Element e of n-tile n sits at row (e < 2 ? row0 : row1), key
              * n0 + 8n + 2t + (e & 1). */
             const int need_mask = !(n0 >= full_lo && n0 + BLOCK_N <= full_hi);
+#if HAS_BIAS
+            const bias_t *bias_at[2] = {bias_row[0] + (int64_t)(n0 + 2 * t) * p.bias_stride[3],
+                                        bias_row[1] + (int64_t)(n0 + 2 * t) * p.bias_stride[3]};
+#endif
             if (HAS_BIAS || need_mask) {
 #pragma unroll
                 for (int n = 0; n < S_TILES; ++n) {
@@ -374,8 +378,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) sdpa_fwd_kernel(const __gr
                         const int i = e < 2 ? row0 : row1;
                         const int ok = (e < 2 ? (j >= lo0 && j < hi0) : (j >= lo1 && j < hi1)) && i < geo.len_q;
                         float v = s_acc[n][e] * scale_log2;
-                        if (HAS_BIAS && ok)
-                            v += load_bias(p, b, h, i, j) * FROST_LOG2E;
+#if HAS_BIAS
+                        if (ok)
+                            v += frost_to_float(bias_at[e / 2][(int64_t)(8 * n + (e & 1)) * p.bias_stride[3]]) *
+                                 FROST_LOG2E;
+#endif
                         s_acc[n][e] = ok ? v : FROST_NEG_INF;
                     }
                 }
