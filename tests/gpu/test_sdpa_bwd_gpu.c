@@ -58,7 +58,7 @@ typedef struct bcase {
     uint32_t mask;
     int left, right, align;
     int layout, ragged, pad, zero_len;
-    int bias, bias_io, dbias, sink, dsink, misalign;
+    int bias, bias_io, bias_inf, dbias, sink, dsink, misalign;
 } bcase;
 
 #define SHAPE(B, HQ, HKV, SQ, SKV, DQK, DV) .b = B, .h_q = HQ, .h_kv = HKV, .s_q = SQ, .s_kv = SKV, .d_qk = DQK, .d_v = DV
@@ -96,6 +96,8 @@ static const bcase table[] = {
      .bias = BIAS_B1, .dbias = 1},
     {"bias [1,1] io gapped, d_bias over b and h", SHAPE(2, 3, 3, 40, 40, 256, 64), BF16, .bias = BIAS_11,
      .bias_io = 1, .dbias = 1, .layout = LAYOUT_GAPPED},
+    {"bias with -inf: hidden keys and a hidden row", SHAPE(2, 4, 2, 50, 70, 64, 64), F16, .mask = R,
+     .bias = BIAS_1H, .bias_inf = 1, .dbias = 1, .sink = 1, .dsink = 1},
     {"sink + d_sink negative scale", SHAPE(2, 4, 2, 70, 70, 64, 64), F16, .scale = -0.3, .mask = R, .sink = 1,
      .dsink = 1},
     {"large scale: peaky softmax", SHAPE(1, 2, 2, 64, 200, 64, 64), BF16, .scale = 2.0},
@@ -259,6 +261,10 @@ static void alloc_all(run *r)
         strides_for(r, 4, dims, c->layout != LAYOUT_BHSD && tu_int(&r->rng, 0, 1) ? cols_major : rows_major, st);
         tu_buf_alloc(&r->bias, c->bias_io ? c->dtype : FROST_F32, 4, dims, st, 0);
         tu_buf_fill_uniform(&r->bias, &r->rng, -1.0, 1.0);
+        for (int64_t i = 0; i < c->s_q && c->bias_inf; i++) /* row 1 hidden, 1 key in 8 hidden */
+            for (int64_t j = 0; j < c->s_kv; j++)
+                if (i == 1 || tu_int(&r->rng, 0, 7) == 0)
+                    tu_buf_set(&r->bias, i * st[2] + j * st[3], -INFINITY);
         clone_as(&r->bias32, &r->bias, FROST_F32, 1);
         if (c->dbias) {
             strides_for(r, 4, dims, rows_major, st);
@@ -494,21 +500,30 @@ static int64_t sink_at(const run *r, int64_t h)
     return h * r->sink.strides[r->sink_rank == 1 ? 0 : 1];
 }
 
-/* Writes the naive dQ, dK, dV, d_bias, d_sink into the C_NAIVE copies. */
+/* Gathers row (b, h, s) of an operand into dst[0..n). */
+static void gather(const run *r, int opd, int64_t b, int64_t h, int64_t s, int64_t n, float *dst)
+{
+    for (int64_t d = 0; d < n; d++)
+        dst[d] = (float)tu_buf_get(&r->lp[opd], at(r, opd, b, h, s, d));
+}
+
+/* Writes the naive dQ, dK, dV, d_bias, d_sink into the C_NAIVE copies.  Per batch the KV
+ * heads are gathered into dense f32 arrays; per query row Q, dO and O. */
 static void naive_backward(run *r)
 {
     const bcase *c = r->c;
     const frost_dtype dt = c->dtype;
-    const int64_t G = c->h_q / c->h_kv, dqk = c->d_qk, dv = c->d_v;
+    const int64_t G = c->h_q / c->h_kv, dqk = c->d_qk, dv = c->d_v, nk = c->h_kv * c->s_kv;
     const float scale = (float)r->scale;
-    float *acc_k = calloc((size_t)(c->h_kv * c->s_kv * dqk), sizeof(float));
-    float *acc_v = calloc((size_t)(c->h_kv * c->s_kv * dv), sizeof(float));
-    float *acc_q = calloc((size_t)dqk, sizeof(float)), *dsink = calloc((size_t)c->h_q, sizeof(float));
+    float *kd = calloc((size_t)(nk * dqk), sizeof(float)), *vd = calloc((size_t)(nk * dv), sizeof(float));
+    float *acc_k = calloc((size_t)(nk * dqk), sizeof(float)), *acc_v = calloc((size_t)(nk * dv), sizeof(float));
+    float *row = calloc((size_t)(2 * dqk + 2 * dv), sizeof(float)), *dsink = calloc((size_t)c->h_q, sizeof(float));
     tu_buf *dbias = c->dbias ? &r->dbias[C_NAIVE] : NULL;
-    if (!acc_k || !acc_v || !acc_q || !dsink) {
+    if (!kd || !vd || !acc_k || !acc_v || !row || !dsink) {
         tu_failf("out of host memory in the naive backward");
         goto done;
     }
+    float *q = row, *acc_q = row + dqk, *d_o = row + 2 * dqk, *o = row + 2 * dqk + dv;
     if (dbias) /* every element written: zeros, then the sums */
         for (int64_t bb = 0; bb < dbias->dims[0]; bb++)
             for (int64_t bh = 0; bh < dbias->dims[1]; bh++)
@@ -517,42 +532,46 @@ static void naive_backward(run *r)
                         tu_buf_set(dbias, bias_at(dbias, bb, bh, i, j), 0.0);
     for (int b = 0; b < c->b; b++) {
         const int64_t lq = r->len[0][b], lk = r->len[1][b];
-        memset(acc_k, 0, sizeof(float) * (size_t)(c->h_kv * c->s_kv * dqk));
-        memset(acc_v, 0, sizeof(float) * (size_t)(c->h_kv * c->s_kv * dv));
-        for (int64_t h = 0; h < c->h_q; h++) {
-            const int64_t hk = h / G;
+        memset(acc_k, 0, sizeof(float) * (size_t)(nk * dqk));
+        memset(acc_v, 0, sizeof(float) * (size_t)(nk * dv));
+        for (int64_t hk = 0; hk < c->h_kv; hk++)
+            for (int64_t j = 0; j < lk; j++) {
+                gather(r, OK, b, hk, j, dqk, kd + (hk * c->s_kv + j) * dqk);
+                gather(r, OV, b, hk, j, dv, vd + (hk * c->s_kv + j) * dv);
+            }
+        for (int64_t h = 0; h < c->h_q; h++)
             for (int64_t i = 0; i < owned(r, ODQ, b); i++) {
-                memset(acc_q, 0, sizeof(float) * (size_t)dqk);
-                double lse = i < lq ? tu_buf_get(&r->stats, b * r->stats_st[0] + h * r->stats_st[1] +
-                                                                  i * r->stats_st[2])
-                                    : -INFINITY;
+                const int64_t hk = h / G;
+                double lse = -INFINITY;
                 float delta = 0.f;
-                for (int64_t d = 0; d < dv && lse != -INFINITY; d++)
-                    delta += (float)(tu_buf_get(&r->lp[ODO], at(r, ODO, b, h, i, d)) *
-                                     tu_buf_get(&r->lp[OO], at(r, OO, b, h, i, d)));
+                memset(acc_q, 0, sizeof(float) * (size_t)dqk);
+                if (i < lq) {
+                    lse = tu_buf_get(&r->stats, b * r->stats_st[0] + h * r->stats_st[1] + i * r->stats_st[2]);
+                    gather(r, OQ, b, h, i, dqk, q);
+                    gather(r, ODO, b, h, i, dv, d_o);
+                    gather(r, OO, b, h, i, dv, o);
+                    for (int64_t d = 0; d < dv; d++)
+                        delta += d_o[d] * o[d];
+                }
                 for (int64_t j = 0; j < lk && lse != -INFINITY; j++) {
+                    const float *k = kd + (hk * c->s_kv + j) * dqk, *v = vd + (hk * c->s_kv + j) * dv;
+                    float s = 0.f, dp = 0.f;
                     if (!admissible(c, i, j, lq, lk))
                         continue;
-                    float s = 0.f, dp = 0.f;
                     for (int64_t d = 0; d < dqk; d++)
-                        s += (float)(tu_buf_get(&r->lp[OQ], at(r, OQ, b, h, i, d)) *
-                                     tu_buf_get(&r->lp[OK], at(r, OK, b, hk, j, d)));
-                    s *= scale;
-                    if (c->bias)
-                        s += (float)tu_buf_get(&r->bias, bias_at(&r->bias, b, h, i, j));
+                        s += q[d] * k[d];
+                    s = s * scale + (c->bias ? (float)tu_buf_get(&r->bias, bias_at(&r->bias, b, h, i, j)) : 0.f);
                     if (s == -INFINITY)
                         continue;
                     float p = expf(s - (float)lse), p_io = (float)round_io(dt, p);
                     for (int64_t d = 0; d < dv; d++)
-                        dp += (float)(tu_buf_get(&r->lp[ODO], at(r, ODO, b, h, i, d)) *
-                                      tu_buf_get(&r->lp[OV], at(r, OV, b, hk, j, d)));
+                        dp += d_o[d] * v[d];
                     float ds = (float)round_io(dt, p * (dp - delta));
                     for (int64_t d = 0; d < dv; d++)
-                        acc_v[(hk * c->s_kv + j) * dv + d] += p_io * (float)tu_buf_get(&r->lp[ODO],
-                                                                                        at(r, ODO, b, h, i, d));
+                        acc_v[(hk * c->s_kv + j) * dv + d] += p_io * d_o[d];
                     for (int64_t d = 0; d < dqk; d++) {
-                        acc_k[(hk * c->s_kv + j) * dqk + d] += ds * (float)tu_buf_get(&r->lp[OQ], at(r, OQ, b, h, i, d));
-                        acc_q[d] += ds * (float)tu_buf_get(&r->lp[OK], at(r, OK, b, hk, j, d));
+                        acc_k[(hk * c->s_kv + j) * dqk + d] += ds * q[d];
+                        acc_q[d] += ds * k[d];
                     }
                     if (dbias) {
                         int64_t e = bias_at(dbias, b, h, i, j);
@@ -564,7 +583,6 @@ static void naive_backward(run *r)
                 for (int64_t d = 0; d < dqk; d++)
                     tu_buf_set(&r->naive[0], at(r, ODQ, b, h, i, d), round_io(dt, scale * acc_q[d]));
             }
-        }
         for (int64_t hk = 0; hk < c->h_kv; hk++)
             for (int64_t j = 0; j < owned(r, ODK, b); j++) {
                 for (int64_t d = 0; d < dqk; d++)
@@ -579,7 +597,7 @@ static void naive_backward(run *r)
         for (int64_t h = 0; h < c->h_q; h++)
             tu_buf_set(&r->dsink[C_NAIVE], sink_at(r, h), dsink[h]);
 done:
-    free(acc_k), free(acc_v), free(acc_q), free(dsink);
+    free(kd), free(vd), free(acc_k), free(acc_v), free(row), free(dsink);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -675,10 +693,10 @@ static void run_case(const bcase *c, uint64_t seed, int index, frost_context *cp
     char desc[480];
     snprintf(desc, sizeof desc,
              "%s: b=%d h_q=%d h_kv=%d s_q=%d s_kv=%d d_qk=%d d_v=%d %s scale=%g mask=%u left=%d right=%d align=%d "
-             "layout=%d ragged=%d pad=%d zero_len=%d bias=%d%s dbias=%d sink=%d dsink=%d misalign=%d",
+             "layout=%d ragged=%d pad=%d zero_len=%d bias=%d%s%s dbias=%d sink=%d dsink=%d misalign=%d",
              c->name, c->b, c->h_q, c->h_kv, c->s_q, c->s_kv, c->d_qk, c->d_v, frost_dtype_name(c->dtype), c->scale,
              (unsigned)c->mask, c->left, c->right, c->align, c->layout, c->ragged, c->pad, c->zero_len, c->bias,
-             c->bias_io ? "(io)" : "", c->dbias, c->sink, c->dsink, c->misalign);
+             c->bias_io ? "(io)" : "", c->bias_inf ? "(-inf)" : "", c->dbias, c->sink, c->dsink, c->misalign);
     tu_set_context("test_sdpa_bwd_gpu", seed, index, desc);
     int failures_before = tu_failures();
     static run r;
@@ -802,6 +820,7 @@ static bcase random_case(uint64_t seed, int index)
     c.zero_len = (int)tu_int(&r, 0, 1);
     c.bias = tu_int(&r, 0, 1) ? 0 : (int)tu_int(&r, 1, 4);
     c.bias_io = (int)tu_int(&r, 0, 1);
+    c.bias_inf = tu_int(&r, 0, 3) == 0;
     c.dbias = tu_int(&r, 0, 2) != 0;
     c.sink = tu_int(&r, 0, 2) == 0;
     c.dsink = tu_int(&r, 0, 2) != 0;

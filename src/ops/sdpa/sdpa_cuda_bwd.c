@@ -479,12 +479,13 @@ static void bwd_describe(const void *plan, frost__buf *out)
                       c->kv.block_n, c->kv.block_m, c->kv.warps, c->kv.stages, kv_smem(c), 16 * c->q.warps,
                       c->q.block_n, c->q.warps, c->q.stages, q_smem(c), dbias_text[pl->dbias_mode],
                       pl->used[K_DSINK] ? "d_sink by sdpa_bwd_dsink" : "no d_sink", 2 * pl->ws_half);
+    const char *sep = " ";
     for (int e = 0; e < K_COUNT; e++) {
         if (!pl->used[e])
             continue;
-        frost__buf_printf(out, " ");
+        frost__buf_printf(out, "%s", sep);
         frost__key_print(&pl->key[e], out);
-        frost__buf_printf(out, e + 1 < K_COUNT ? ";" : "");
+        sep = "; ";
     }
 }
 
