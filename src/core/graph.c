@@ -401,6 +401,12 @@ static frost_status check_bindings(const frost__graph *g, const frost_binding *b
         if (!b[i].ptr && tensor_elems(t) > 0)
             return frost__fail(FROST_INVALID_ARGUMENT, "frost_graph_execute: binding %d: tensor '%s' has a NULL pointer",
                                i, t->name);
+        size_t align = frost_dtype_size(t->dtype);
+        if (align > 1 && (uintptr_t)b[i].ptr % align != 0)
+            return frost__fail(FROST_INVALID_ARGUMENT,
+                               "frost_graph_execute: binding %d: tensor '%s' (%s) pointer %p is not aligned to its "
+                               "element size (%zu bytes)",
+                               i, t->name, frost_dtype_name(t->dtype), b[i].ptr, align);
         for (int j = 0; j < i; j++)
             if (b[j].tensor == b[i].tensor)
                 return frost__fail(FROST_INVALID_ARGUMENT,

@@ -198,6 +198,9 @@ static void test_lifecycle_and_bindings(frost_context *ctx)
     frost_binding twice[4] = {{x, hx}, {o1.y, hy1}, {o2.y, hy2}, {x, hx}};
     TU_CHECK_STATUS(frost_graph_execute(g, twice, 4, wsp, NULL), FROST_INVALID_ARGUMENT);
     expect_msg("bound twice");
+    frost_binding skew[3] = {{x, (char *)hx + 2}, {o1.y, hy1}, {o2.y, hy2}};
+    TU_CHECK_STATUS(frost_graph_execute(g, skew, 3, wsp, NULL), FROST_INVALID_ARGUMENT);
+    expect_msg("not aligned");
     frost_binding unknown[4] = {{x, hx}, {o1.y, hy1}, {o2.y, hy2}, {777, hx}};
     TU_CHECK_STATUS(frost_graph_execute(g, unknown, 4, wsp, NULL), FROST_INVALID_ARGUMENT);
     expect_msg("777");

@@ -233,7 +233,8 @@ static void *to_device(const frost__device *dev, const tu_buf *b, dev_buf *d, si
     TU_OK(frost__dev_alloc(dev, d->bytes + 16, &d->base));
     if (!d->base)
         return NULL;
-    d->alloc = (char *)d->base + shift;
+    /* shift by one element of this buffer: natural alignment kept, 16-byte rows broken */
+    d->alloc = (char *)d->base + (shift ? b->elem_size : 0);
     TU_OK(frost__dev_copy_htod(dev, d->alloc, b->alloc, d->bytes));
     return d->alloc + (size_t)b->guard * b->elem_size;
 }
