@@ -226,7 +226,9 @@ typedef struct frost_sdpa_desc {
 } frost_sdpa_desc;
 
 typedef struct frost_sdpa_outputs {
-    frost_tensor o;     /* required: 0 or AUTO creates it (Q's dim order, packed, Q's ragged offsets) */
+    /* required: 0 or AUTO creates it (Q's dim order, packed, Q's ragged offsets; a ragged O is
+     * token-major).  Every row O owns is written: rows past the actual length get 0. */
+    frost_tensor o;
     frost_tensor stats; /* optional f32 natural-log LSE [b, h_q, s_q, 1]: 0 none, AUTO creates */
 } frost_sdpa_outputs;
 
@@ -311,7 +313,9 @@ FROST_API frost_status frost_graph_add_rmsnorm_backward(frost_graph *g, const fr
  * scale and bias have rank(X) and may carry X's outer dims: each outer dim is 1
  * (broadcast) or equal to X's, the normalized dims equal X's.  Typically X [B, S, C] with
  * scale, bias [B, 1, C].  y = x_hat * w[b] + b[b]  (zero_centered_scale: x_hat * (1 + w[b]) + b[b]).
- * Backward gives d_scale and d_bias with the scale's and bias's dims (f32).
+ * Backward gives d_scale and d_bias (f32): d_scale with the scale's dims; a d_bias the caller
+ * declares may take any valid parameter shape, while an AUTO d_bias takes the scale's dims (so
+ * it needs a scale: the backward descriptor carries no bias tensor to copy dims from).
  * ------------------------------------------------------------------------------------- */
 FROST_API frost_status frost_graph_add_adalayernorm(frost_graph *g, const frost_norm_desc *d, frost_norm_outputs *out);
 FROST_API frost_status frost_graph_add_adalayernorm_backward(frost_graph *g, const frost_norm_backward_desc *d,
