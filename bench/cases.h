@@ -8,7 +8,10 @@
  *                 d in {64, 128, 256}, s in {512, 2048, 8192}, causal and not; fwd and bwd.
  *         norm  = RMSNorm and LayerNorm fwd and bwd, bf16, rows x hidden in {16384x4096,
  *                 32768x4096, 8192x8192, 65536x1024, 1024x12288, 4096x16384}.
- *         smoke = a few small shapes (seconds); all = sdpa + norm.
+ *         cnorm = GroupNorm / BatchNorm / InstanceNorm over [N, C, H, W] and AdaLayerNorm
+ *                 over [B, S, C] (bench/cases_norm.h).
+ *         smoke = a few small shapes (seconds); all = sdpa + norm + cnorm.
+ * Every op is a fwd/bwd pair: even enum values are forward, odd ones backward.
  */
 #ifndef FROST_BENCH_CASES_H
 #define FROST_BENCH_CASES_H
@@ -22,16 +25,23 @@
 
 #define MAX_CASES 128
 
-typedef enum { OP_SDPA_FWD, OP_SDPA_BWD, OP_RMS_FWD, OP_RMS_BWD, OP_LN_FWD, OP_LN_BWD, OP_N } bench_op;
-static const char *const op_names[OP_N] = {"sdpa_fwd",    "sdpa_bwd",      "rmsnorm_fwd",
-                                           "rmsnorm_bwd", "layernorm_fwd", "layernorm_bwd"};
+typedef enum {
+    OP_SDPA_FWD, OP_SDPA_BWD, OP_RMS_FWD, OP_RMS_BWD, OP_LN_FWD, OP_LN_BWD, OP_GN_FWD, OP_GN_BWD,
+    OP_IN_FWD, OP_IN_BWD, OP_BN_FWD, OP_BN_BWD, OP_ADALN_FWD, OP_ADALN_BWD, OP_N
+} bench_op;
+static const char *const op_names[OP_N] = {
+    "sdpa_fwd",         "sdpa_bwd",         "rmsnorm_fwd",    "rmsnorm_bwd",     "layernorm_fwd",
+    "layernorm_bwd",    "groupnorm_fwd",    "groupnorm_bwd",  "instancenorm_fwd", "instancenorm_bwd",
+    "batchnorm_fwd",    "batchnorm_bwd",    "adalayernorm_fwd", "adalayernorm_bwd"};
 
 typedef struct bcase {
     bench_op op;
     frost_dtype dtype;
-    int64_t b, h_q, h_kv, s_q, s_kv, d, d_v;
+    int64_t b, h_q, h_kv, s_q, s_kv, d, d_v; /* attention; AdaLayerNorm uses b, s_q and c */
     int causal, bshd;
-    int64_t rows, cols;
+    int64_t rows, cols;       /* RMSNorm, LayerNorm */
+    int64_t n, c, h, w, groups; /* channel norms: X [n, c, h, w]; groups for GroupNorm */
+    int nchw;                   /* channel norms: contiguous NCHW instead of channels-last NHWC */
 } bcase;
 
 /* ---- case lists ------------------------------------------------------------------ */
@@ -41,6 +51,18 @@ static int ncases;
 static int is_sdpa(bench_op op)
 {
     return op == OP_SDPA_FWD || op == OP_SDPA_BWD;
+}
+static int is_cnorm(bench_op op) /* GroupNorm, InstanceNorm, BatchNorm */
+{
+    return op >= OP_GN_FWD && op <= OP_BN_BWD;
+}
+static int is_adaln(bench_op op)
+{
+    return op == OP_ADALN_FWD || op == OP_ADALN_BWD;
+}
+static int is_bwd(bench_op op)
+{
+    return op % 2 == 1;
 }
 static void push(bcase c)
 {
@@ -58,6 +80,8 @@ static void norm_four(int64_t rows, int64_t cols) /* RMSNorm and LayerNorm, fwd 
     for (int op = OP_RMS_FWD; op <= OP_LN_BWD; op++)
         push((bcase){.op = (bench_op)op, .dtype = FROST_BF16, .rows = rows, .cols = cols});
 }
+
+#include "cases_norm.h" /* the cnorm suite: channel norms and AdaLayerNorm */
 
 static int suite_cases(const char *suite)
 {
@@ -81,8 +105,11 @@ static int suite_cases(const char *suite)
         sdpa_pair(2, 16, 4, 1024, 128, 1); /* GQA */
         norm_four(4096, 4096);
         norm_four(1000, 1000); /* odd sizes */
-    } else if (!all && strcmp(suite, "sdpa") && strcmp(suite, "norm")) {
-        fprintf(stderr, "frost-bench: unknown suite '%s' (smoke, sdpa, norm, all)\n", suite);
+        cnorm_smoke();
+    } else if (all || !strcmp(suite, "cnorm")) {
+        cnorm_suite();
+    } else if (strcmp(suite, "sdpa") && strcmp(suite, "norm")) {
+        fprintf(stderr, "frost-bench: unknown suite '%s' (smoke, sdpa, norm, cnorm, all)\n", suite);
         return -1;
     }
     return 0;
@@ -106,8 +133,11 @@ static double case_work(const bcase *c) /* FLOPs for attention, bytes for norms 
         n *= (double)c->b * (double)c->h_q;
         return c->op == OP_SDPA_FWD ? 2.0 * n * (double)(c->d + c->d_v) : 2.0 * n * (double)(3 * c->d + 2 * c->d_v);
     }
-    double rc = (double)c->rows * (double)c->cols * (double)frost_dtype_size(c->dtype);
-    return (c->op == OP_RMS_FWD || c->op == OP_LN_FWD) ? 2.0 * rc : 3.0 * rc;
+    double rc = (double)c->rows * (double)c->cols;
+    if (is_cnorm(c->op) || is_adaln(c->op))
+        rc = cnorm_elems(c);
+    rc *= (double)frost_dtype_size(c->dtype);
+    return is_bwd(c->op) ? 3.0 * rc : 2.0 * rc;
 }
 
 /* The shape part of a JSON line (shared with --list). */
@@ -122,6 +152,8 @@ static void json_case(frost__buf *f, const bcase *c)
                           (long long)c->b, (long long)c->h_q, (long long)c->h_kv, (long long)c->s_q,
                           (long long)c->s_kv, (long long)c->d, (long long)c->d_v, c->causal ? "true" : "false",
                           c->bshd ? "bshd" : "bhsd");
+    else if (is_cnorm(c->op) || is_adaln(c->op))
+        cnorm_json(f, c);
     else
         frost__buf_printf(f, ",\"rows\":%lld,\"cols\":%lld", (long long)c->rows, (long long)c->cols);
 }
@@ -132,6 +164,8 @@ static void case_label(const bcase *c, char *buf, size_t cap)
         snprintf(buf, cap, "b=%lld h=%lld/%lld s=%lld/%lld d=%lld%s%s", (long long)c->b, (long long)c->h_q,
                  (long long)c->h_kv, (long long)c->s_q, (long long)c->s_kv, (long long)c->d, c->causal ? " causal" : "",
                  c->bshd ? " bshd" : "");
+    else if (is_cnorm(c->op) || is_adaln(c->op))
+        cnorm_label(c, buf, cap);
     else
         snprintf(buf, cap, "%lld x %lld", (long long)c->rows, (long long)c->cols);
 }

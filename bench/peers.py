@@ -9,13 +9,22 @@ Peers (the "impl" key of each JSON line):
   torch-flash    the same under SDPBackend.FLASH_ATTENTION (FlashAttention-2 in torch)
                  (forward on inputs without requires_grad; backward = autograd.grad of q, k, v)
   torch-eager    F.rms_norm / F.layer_norm (forward under no_grad; backward = autograd.grad
-                 of x, weight (and bias))
+                 of x, weight (and bias));
+                 F.group_norm (32 groups) / F.batch_norm (training=True, running statistics)
+                 / F.instance_norm with weight and bias on x [N, C, H, W] in frost's layout
+                 (channels_last for "nhwc": x.to(memory_format=torch.channels_last));
+                 backward = autograd.grad of x, weight, bias.  BatchNorm's weight, bias and
+                 running statistics are f32 (torch's mixed-precision form, as frost-bench);
+                 the others' are in x's dtype.  The record's "y_layout" says which layout
+                 torch's output came in (a peer that converts to NCHW pays for it).
+                 AdaLN: F.layer_norm(x, no affine) * (1 + scale) + shift, x [B, S, C],
+                 scale and shift [B, 1, C]; backward = grads of x, scale, shift
   torch-compile  the same norms through torch.compile
 A peer that cannot run a case gives a line with "status" NOT_SUPPORTED (or ERROR,
 OUT_OF_MEMORY) and the reason; the run goes on.
 
 Usage:
-  python3 bench/peers.py --suite smoke|sdpa|norm|all [--json FILE]
+  python3 bench/peers.py --suite smoke|sdpa|norm|cnorm|all [--json FILE]
   frost-bench --suite sdpa --list | python3 bench/peers.py --cases -      (frost's exact cases)
   python3 bench/peers.py --cases bench.jsonl      (the shapes of a frost-bench JSON file)
   --impl torch-cudnn,torch-flash   --runs N (30)   --warmup N (5)   --budget SECONDS
@@ -33,6 +42,10 @@ import warnings
 IMPLS = ("torch-cudnn", "torch-flash", "torch-eager", "torch-compile")
 SDPA_OPS = ("sdpa_fwd", "sdpa_bwd")
 NORM_OPS = ("rmsnorm_fwd", "rmsnorm_bwd", "layernorm_fwd", "layernorm_bwd")
+CNORM_OPS = ("groupnorm_fwd", "groupnorm_bwd", "instancenorm_fwd", "instancenorm_bwd",
+             "batchnorm_fwd", "batchnorm_bwd")
+ADALN_OPS = ("adalayernorm_fwd", "adalayernorm_bwd")
+ALL_OPS = SDPA_OPS + NORM_OPS + CNORM_OPS + ADALN_OPS
 DTYPES = {"bf16": 2, "f16": 2, "f32": 4}
 
 
@@ -46,6 +59,27 @@ def _norm_four(rows, cols):
     return [dict(op=op, dtype="bf16", rows=rows, cols=cols) for op in NORM_OPS]
 
 
+def _cnorm_pair(kind, n, c, h, w, layout="nhwc"):
+    g = dict(groups=32) if kind == "groupnorm" else {}
+    return [dict(op=f"{kind}_{d}", dtype="bf16", n=n, c=c, h=h, w=w, layout=layout, **g)
+            for d in ("fwd", "bwd")]
+
+
+def _adaln_pair(b, s, c):
+    return [dict(op=op, dtype="bf16", b=b, s=s, c=c) for op in ADALN_OPS]
+
+
+def cnorm_suite():
+    """bench/cases_norm.h: the issue's shapes, NHWC; the first again in NCHW; AdaLN."""
+    out = []
+    for shape in ((32, 512, 64, 64), (128, 256, 32, 32)):
+        out += _cnorm_pair("groupnorm", *shape) + _cnorm_pair("batchnorm", *shape)
+    out += _cnorm_pair("groupnorm", 32, 512, 64, 64, "nchw")
+    out += _cnorm_pair("batchnorm", 32, 512, 64, 64, "nchw")
+    out += _cnorm_pair("instancenorm", 32, 512, 64, 64)
+    return out + _adaln_pair(8, 4096, 2048)
+
+
 def suite_cases(name):
     out = []
     if name in ("sdpa", "all"):
@@ -57,17 +91,21 @@ def suite_cases(name):
         for rows, cols in ((16384, 4096), (32768, 4096), (8192, 8192), (65536, 1024),
                            (1024, 12288), (4096, 16384)):
             out += _norm_four(rows, cols)
+    if name in ("cnorm", "all"):
+        out += cnorm_suite()
     if name == "smoke":
         out += _sdpa_pair(2, 8, 8, 512, 64, 0) + _sdpa_pair(4, 16, 16, 1024, 128, 1)
         out += _sdpa_pair(2, 16, 4, 1024, 128, 1)
         out += _norm_four(4096, 4096) + _norm_four(1000, 1000)
+        out += _cnorm_pair("groupnorm", 8, 320, 24, 24) + _cnorm_pair("batchnorm", 8, 320, 24, 24)
+        out += _adaln_pair(4, 1024, 1152)
     if not out:
-        raise SystemExit(f"peers.py: unknown suite '{name}' (smoke, sdpa, norm, all)")
+        raise SystemExit(f"peers.py: unknown suite '{name}' (smoke, sdpa, norm, cnorm, all)")
     return out
 
 
 SHAPE_KEYS = ("op", "dtype", "b", "h_q", "h_kv", "s_q", "s_kv", "d", "d_v", "causal", "layout",
-              "rows", "cols")
+              "rows", "cols", "n", "c", "h", "w", "groups", "s")
 
 
 def normalize(c):
@@ -78,6 +116,8 @@ def normalize(c):
         c.setdefault("d_v", c["d"])
         c.setdefault("layout", "bhsd")
         c["causal"] = bool(c.get("causal", False))
+    if c.get("op") in CNORM_OPS:
+        c.setdefault("layout", "nchw")
     return c
 
 
@@ -93,7 +133,7 @@ def read_cases(path):
         except (ValueError, KeyError):
             continue
         key = json.dumps(c, sort_keys=True)
-        if c.get("op") in SDPA_OPS + NORM_OPS and key not in seen:
+        if c.get("op") in ALL_OPS and key not in seen:
             seen.add(key)
             out.append(c)
     return out
@@ -116,14 +156,27 @@ def work(c):
     if c["op"] in SDPA_OPS:
         n, dqk, dv = unmasked(c), c["d"], c["d_v"]
         return 2.0 * n * (dqk + dv) if c["op"] == "sdpa_fwd" else 2.0 * n * (3 * dqk + 2 * dv)
-    rc = c["rows"] * c["cols"] * DTYPES[c["dtype"]]
-    return (2.0 if c["op"].endswith("_fwd") else 3.0) * rc
+    return (2.0 if c["op"].endswith("_fwd") else 3.0) * elems(c) * DTYPES[c["dtype"]]
+
+
+def elems(c):
+    """Elements of x (norms): the per-channel / per-sample tensors are not counted."""
+    if c["op"] in CNORM_OPS:
+        return c["n"] * c["c"] * c["h"] * c["w"]
+    if c["op"] in ADALN_OPS:
+        return c["b"] * c["s"] * c["c"]
+    return c["rows"] * c["cols"]
 
 
 def label(c):
     if c["op"] in SDPA_OPS:
         return (f"b={c['b']} h={c['h_q']}/{c['h_kv']} s={c['s_q']}/{c['s_kv']} d={c['d']}"
                 + (" causal" if c["causal"] else "") + (" bshd" if c["layout"] == "bshd" else ""))
+    if c["op"] in CNORM_OPS:
+        g = f" G={c['groups']}" if "groups" in c else ""
+        return f"{c['n']}x{c['c']}x{c['h']}x{c['w']} {c['layout']}{g}"
+    if c["op"] in ADALN_OPS:
+        return f"{c['b']} x {c['s']} x {c['c']}, [B,1,C] params"
     return f"{c['rows']} x {c['cols']}"
 
 
@@ -141,6 +194,7 @@ class Bench:
         self.mem = props.total_memory
         self.gen = torch.Generator(device="cuda")
         self.gen.manual_seed(args.seed)
+        self.extra = {}  # notes a sets function adds to the case's record
 
     def rand(self, shape, dtype, grad=False):
         """Uniform [-1, 1) on the device, seeded; never an all-zero tensor."""
@@ -225,10 +279,43 @@ def sdpa_sets(bench, c, impl):
         return bench.time(fns)
 
 
+def _dtype(torch, name):
+    return {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[name]
+
+
+def _maybe_compile(torch, f, impl):
+    if impl != "torch-compile":
+        return f
+    import torch._dynamo
+    torch._dynamo.reset()  # a fresh cache per shape: no recompile limit, no stale guards
+    return torch.compile(f, dynamic=False)
+
+
+def _autograd_sets(bench, f, make, set_bytes, bwd):
+    """One closure per input set (make() gives f's arguments): the forward under no_grad, or
+    autograd.grad of f's output with respect to every argument that requires grad, from a
+    random dy with the output's strides.  Returns the closures and one output."""
+    torch = bench.torch
+    fns, y = [], None
+    for _ in range(bench.nsets(set_bytes)):
+        args = make()
+        if not bwd:
+            def fwd(args=args):
+                with torch.no_grad():
+                    return f(*args)
+            fns.append(fwd)
+            continue
+        y = f(*args)
+        dy = torch.empty_like(y).copy_(bench.rand(tuple(y.shape), y.dtype))
+        wrt = tuple(a for a in args if isinstance(a, torch.Tensor) and a.requires_grad)
+        fns.append(lambda y=y, dy=dy, wrt=wrt: torch.autograd.grad(y, wrt, dy, retain_graph=True))
+    return fns, (y if bwd else fns[0]())
+
+
 def norm_sets(bench, c, impl):
     torch = bench.torch
     import torch.nn.functional as F
-    dt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[c["dtype"]]
+    dt = _dtype(torch, c["dtype"])
     rows, cols, op = c["rows"], c["cols"], c["op"]
     ln, bwd = op.startswith("layernorm"), op.endswith("_bwd")
 
@@ -237,27 +324,73 @@ def norm_sets(bench, c, impl):
             return F.layer_norm(x, (cols,), w, bias, 1e-5)
         return F.rms_norm(x, (cols,), w, 1e-5)
 
-    if impl == "torch-compile":
-        import torch._dynamo
-        torch._dynamo.reset()  # a fresh cache per shape: no recompile limit, no stale guards
-        f = torch.compile(f, dynamic=False)
+    def make():
+        return (bench.rand((rows, cols), dt, bwd), bench.rand((cols,), dt, bwd),
+                bench.rand((cols,), dt, bwd) if ln else None)
+
     set_bytes = DTYPES[c["dtype"]] * rows * cols * (4 if bwd else 2)
-    fns = []
-    for _ in range(bench.nsets(set_bytes)):
-        x = bench.rand((rows, cols), dt, bwd)
-        w = bench.rand((cols,), dt, bwd)
-        bias = bench.rand((cols,), dt, bwd) if ln else None
-        if not bwd:
-            def fwd(x=x, w=w, bias=bias):
-                with torch.no_grad():
-                    return f(x, w, bias)
-            fns.append(fwd)
-            continue
-        y = f(x, w, bias)
-        dy = bench.rand((rows, cols), dt)
-        wrt = (x, w, bias) if ln else (x, w)
-        fns.append(lambda y=y, dy=dy, wrt=wrt: torch.autograd.grad(y, wrt, dy, retain_graph=True))
+    fns, _ = _autograd_sets(bench, _maybe_compile(torch, f, impl), make, set_bytes, bwd)
     return bench.time(fns)
+
+
+def _layout_of(torch, t):
+    if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous():
+        return "nhwc"
+    return "nchw" if t.is_contiguous() else "strided"
+
+
+def cnorm_sets(bench, c, impl):
+    """GroupNorm, InstanceNorm or BatchNorm (training) on x [N, C, H, W] in the case's layout."""
+    torch = bench.torch
+    import torch.nn.functional as F
+    dt = _dtype(torch, c["dtype"])
+    kind, bwd = c["op"].rsplit("_", 1)[0], c["op"].endswith("_bwd")
+    nc = c["c"]
+    fmt = torch.channels_last if c["layout"] == "nhwc" else torch.contiguous_format
+    pdt = torch.float32 if kind == "batchnorm" else dt  # as frost-bench (bench/graphs_norm.h)
+
+    def f(x, w, b, rm, rv):
+        if kind == "groupnorm":
+            return F.group_norm(x, c["groups"], w, b, 1e-5)
+        if kind == "instancenorm":
+            return F.instance_norm(x, weight=w, bias=b, eps=1e-5)
+        return F.batch_norm(x, rm, rv, w, b, training=True, momentum=0.1, eps=1e-5)
+
+    def make():
+        x = bench.rand((c["n"], nc, c["h"], c["w"]), dt).contiguous(memory_format=fmt).requires_grad_(bwd)
+        rm = rv = None
+        if kind == "batchnorm":  # running statistics, updated in place as frost's are
+            rm = bench.rand((nc,), torch.float32).mul_(0.01)
+            rv = bench.rand((nc,), torch.float32).abs_().add_(0.5)
+        return x, bench.rand((nc,), pdt, bwd), bench.rand((nc,), pdt, bwd), rm, rv
+
+    set_bytes = DTYPES[c["dtype"]] * elems(c) * (4 if bwd else 2)
+    fns, y = _autograd_sets(bench, _maybe_compile(torch, f, impl), make, set_bytes, bwd)
+    bench.extra["y_layout"] = _layout_of(torch, y)
+    return bench.time(fns)
+
+
+def adaln_sets(bench, c, impl):
+    """AdaLN as a DiT block writes it: layer_norm without affine, then (1 + scale) and shift."""
+    torch = bench.torch
+    import torch.nn.functional as F
+    dt = _dtype(torch, c["dtype"])
+    b, s, nc, bwd = c["b"], c["s"], c["c"], c["op"].endswith("_bwd")
+
+    def f(x, scale, shift):
+        return F.layer_norm(x, (nc,), None, None, 1e-5) * (1 + scale) + shift
+
+    def make():
+        return (bench.rand((b, s, nc), dt, bwd), bench.rand((b, 1, nc), dt, bwd),
+                bench.rand((b, 1, nc), dt, bwd))
+
+    set_bytes = DTYPES[c["dtype"]] * elems(c) * (4 if bwd else 2)
+    fns, _ = _autograd_sets(bench, _maybe_compile(torch, f, impl), make, set_bytes, bwd)
+    return bench.time(fns)
+
+
+SETS = dict([(op, sdpa_sets) for op in SDPA_OPS] + [(op, norm_sets) for op in NORM_OPS]
+            + [(op, cnorm_sets) for op in CNORM_OPS] + [(op, adaln_sets) for op in ADALN_OPS])
 
 
 def run_one(bench, c, impl):
@@ -265,14 +398,16 @@ def run_one(bench, c, impl):
     torch = bench.torch
     rec = dict(impl=impl, **c)
     caught = []
+    bench.extra = {}
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            ms, ms_min, runs = (sdpa_sets if c["op"] in SDPA_OPS else norm_sets)(bench, c, impl)
+            ms, ms_min, runs = SETS[c["op"]](bench, c, impl)
         rate_key = "tflops" if c["op"] in SDPA_OPS else "gbps"
         rate = work(c) / (ms * 1e-3) / (1e12 if rate_key == "tflops" else 1e9)
         rec.update(ms=round(ms, 6), ms_min=round(ms_min, 6), runs=runs, status="OK")
         rec[rate_key] = round(rate, 3)
+        rec.update(bench.extra)
     except torch.cuda.OutOfMemoryError as e:
         rec.update(status="OUT_OF_MEMORY", reason=str(e).splitlines()[0][:300])
     except Exception as e:  # a refusal (no kernel for this shape) or a peer's failure

@@ -2,16 +2,17 @@
 # gpu_check.sh — the whole GPU check in one command, run from the repository root on a
 # machine with an NVIDIA GPU (docs/CONTRIBUTING-GPU.md):
 #
-#   scripts/gpu_check.sh [quick|full|bench-only] [smoke|sdpa|norm|all]
+#   scripts/gpu_check.sh [quick|full|bench-only] [smoke|sdpa|norm|cnorm|all]
 #
 #   quick (default)  device info; Release build into build-gpu; ctest -L gpu; every CPU test
 #                    (ctest -L cpu, in parallel); compute-sanitizer memcheck + racecheck on the
 #                    GPU tests (FROST_TEST_SMALL=1) and on small frost-bench cases; frost-bench
 #                    and bench/peers.py on the smoke suite; bench/report.py; SASS/register counts
-#   full             the same with the benchmark suite "all" (sdpa + norm)
+#   full             the same with the benchmark suite "all" (sdpa + norm + cnorm)
 #   bench-only       build the tools, then benchmarks, peers, report and SASS counts only
 #                    (suite "all" unless given)
-#   The second argument overrides the benchmark suite.
+#   The second argument overrides the benchmark suite: cnorm = GroupNorm / BatchNorm /
+#   InstanceNorm (NHWC and NCHW) and AdaLayerNorm against torch, e.g. `bench-only cnorm`.
 #
 # Logs go flat under $OUT (else ./gpu-out): build.log ctest.log sanitizer.log bench.log
 # bench.jsonl peers.jsonl report.md summary.txt.  Every step runs under `timeout` and the
@@ -99,8 +100,10 @@ step_sanitizer() {
     fi
     # small bench cases first (every op once at a small shape, one run, one set), then the tests
     local small=(--exact --runs 1 --warmup 0 --sets 1 --b 1 --h 4 --h-kv 2 --s 384 --rows 300 --cols 1000)
+    local cnorm=groupnorm_fwd,groupnorm_bwd,instancenorm_fwd,instancenorm_bwd,batchnorm_fwd,batchnorm_bwd
     local targets=("$BENCH --op sdpa_fwd,sdpa_bwd,rmsnorm_fwd,rmsnorm_bwd,layernorm_fwd,layernorm_bwd --d 128 --causal ${small[*]}"
-        "$BENCH --op sdpa_fwd,sdpa_bwd --d 64 ${small[*]}")
+        "$BENCH --op sdpa_fwd,sdpa_bwd --d 64 ${small[*]}"
+        "$BENCH --op $cnorm,adalayernorm_fwd,adalayernorm_bwd ${small[*]} --n 2 --c 96 --height 7 --width 9 --groups 8")
     for t in "${tests[@]}"; do targets+=("$BUILD/tests/$t"); done
     local tools
     read -ra tools <<<"${FROST_SANITIZE_TOOLS:-memcheck racecheck}"
@@ -130,7 +133,7 @@ step_sanitizer() {
             fi
         done
     done
-    note "${tools[*]} on ${#tests[@]} GPU tests + 2 bench cases: $ran runs${bad:+; errors: ${bad[*]}}${slow:+; not finished in time: ${slow[*]}}"
+    note "${tools[*]} on ${#tests[@]} GPU tests + 3 bench lines: $ran runs${bad:+; errors: ${bad[*]}}${slow:+; not finished in time: ${slow[*]}}"
     return "$rc"
 }
 
@@ -203,9 +206,9 @@ case $MODE in
 quick) SUITE=${2:-smoke} ;;
 full | bench-only) SUITE=${2:-all} ;;
 -h | --help) awk 'NR > 1 && /^#/ && !/shellcheck/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-*) echo "usage: scripts/gpu_check.sh [quick|full|bench-only] [smoke|sdpa|norm|all]" >&2; exit 2 ;;
+*) echo "usage: scripts/gpu_check.sh [quick|full|bench-only] [smoke|sdpa|norm|cnorm|all]" >&2; exit 2 ;;
 esac
-case $SUITE in smoke | sdpa | norm | all) ;; *) echo "gpu_check: unknown suite '$SUITE'" >&2; exit 2 ;; esac
+case $SUITE in smoke | sdpa | norm | cnorm | all) ;; *) echo "gpu_check: unknown suite '$SUITE'" >&2; exit 2 ;; esac
 export SUITE
 BUDGET=${FROST_CHECK_BUDGET:-520}
 mkdir -p "$OUT" "$BUILD"

@@ -6,10 +6,13 @@
  * one JSON line (starting with '{') in the schema that bench/peers.py and bench/report.py
  * share.  A refused case (NOT_SUPPORTED) shows its reason and the run goes on.
  *
- *   frost-bench --suite smoke|sdpa|norm|all [--json FILE] [--list]
+ *   frost-bench --suite smoke|sdpa|norm|cnorm|all [--json FILE] [--list]
  *   frost-bench --op sdpa_fwd[,sdpa_bwd] --b 2 --h 16 [--h-kv 4] --s 2048 --d 128 [--causal]
  *   frost-bench --op rmsnorm_fwd --rows 16384 --cols 4096
- *   --dtype bf16|f16|f32  --layout bhsd|bshd  --runs N (30)  --warmup N (5)  --sets N
+ *   frost-bench --op groupnorm_fwd,batchnorm_bwd --n 32 --c 512 --height 64 --width 64
+ *               [--groups 32] [--layout nhwc|nchw]       (channel norms; nhwc = channels-last)
+ *   frost-bench --op adalayernorm_fwd --b 8 --s 4096 --c 2048   (scale, shift [b, 1, c])
+ *   --dtype bf16|f16|f32  --layout bhsd|bshd|nhwc|nchw  --runs N (30)  --warmup N (5)  --sets N
  *   --seed N  --device N  --explain (print frost_graph_explain per case)
  *   --exact (exactly --warmup and --runs; otherwise both grow to ~100 ms and ~50 ms)
  * --list prints the cases as JSON lines and needs no GPU.  --cpu runs the same harness on the
@@ -18,7 +21,8 @@
  *
  * Backward cases get synthetic saved statistics (attention LSE = log(#keys) + 1/18, the
  * value for uniform [-1, 1) inputs; norm inv_std ~ sqrt(3), mean ~ 0), so they run without
- * the forward and without overflow.
+ * the forward and without overflow.  The norm graphs are in bench/graphs_norm.h, the
+ * channel-norm and AdaLayerNorm cases in bench/cases_norm.h.
  */
 #include <math.h>
 #include <stdio.h>
@@ -150,40 +154,7 @@ static frost_status build_sdpa(const bcase *c, bgraph *bg)
     return s;
 }
 
-static frost_status build_norm(const bcase *c, bgraph *bg)
-{
-    int ln = c->op == OP_LN_FWD || c->op == OP_LN_BWD, bwd = c->op == OP_RMS_BWD || c->op == OP_LN_BWD;
-    int64_t xd[2] = {c->rows, c->cols}, sd[2] = {c->rows, 1};
-    frost_status s = FROST_OK;
-    s = s ? s : add_in(bg, "x", c->dtype, 2, xd, NULL, R_RANDOM);
-    s = s ? s : add_in(bg, "scale", c->dtype, 1, &c->cols, NULL, R_RANDOM);
-    if (ln && !bwd)
-        s = s ? s : add_in(bg, "bias", c->dtype, 1, &c->cols, NULL, R_RANDOM);
-    if (bwd) {
-        s = s ? s : add_in(bg, "d_y", c->dtype, 2, xd, NULL, R_RANDOM);
-        if (ln)
-            s = s ? s : add_in(bg, "mean", FROST_F32, 2, sd, NULL, R_MEAN);
-        s = s ? s : add_in(bg, "inv_std", FROST_F32, 2, sd, NULL, R_INVSTD);
-    }
-    if (s)
-        return s;
-    frost_tensor x = bg->id[0], w = bg->id[1];
-    if (!bwd) {
-        frost_norm_desc d = {.x = x, .scale = w, .bias = ln ? bg->id[2] : 0, .phase = FROST_NORM_TRAINING};
-        frost_norm_outputs o = {.y = FROST_TENSOR_AUTO, .inv_std = FROST_TENSOR_AUTO,
-                                .mean = ln ? FROST_TENSOR_AUTO : FROST_TENSOR_NONE};
-        s = ln ? frost_graph_add_layernorm(bg->g, &d, &o) : frost_graph_add_rmsnorm(bg->g, &d, &o);
-        note(bg, o.y, R_OUTPUT), note(bg, o.mean, R_OUTPUT), note(bg, o.inv_std, R_OUTPUT);
-    } else {
-        frost_norm_backward_desc d = {.x = x, .d_y = bg->id[2], .scale = w, .mean = ln ? bg->id[3] : 0,
-                                      .inv_std = bg->id[ln ? 4 : 3], .has_bias = ln};
-        frost_norm_grads gr = {.d_x = FROST_TENSOR_AUTO, .d_scale = FROST_TENSOR_AUTO,
-                               .d_bias = ln ? FROST_TENSOR_AUTO : FROST_TENSOR_NONE};
-        s = ln ? frost_graph_add_layernorm_backward(bg->g, &d, &gr) : frost_graph_add_rmsnorm_backward(bg->g, &d, &gr);
-        note(bg, gr.d_x, R_OUTPUT), note(bg, gr.d_scale, R_OUTPUT), note(bg, gr.d_bias, R_OUTPUT);
-    }
-    return s;
-}
+#include "../bench/graphs_norm.h" /* build_norm, build_cnorm: the norm graphs */
 
 /* Reads every bound tensor's resolved dims and strides: element span and dtype. */
 static frost_status resolve(bgraph *bg)
@@ -328,7 +299,9 @@ static frost_status setup(bstate *st, const bcase *c, const bopts *o, pools *pl,
     const frost__device *dev = st->dev;
     size_t wsb = 0, set_bytes = 0;
     uint64_t rng = o->seed * 0x9E37ull + (uint64_t)c->op;
-    frost_status s = is_sdpa(c->op) ? build_sdpa(c, &st->bg) : build_norm(c, &st->bg);
+    frost_status s = is_sdpa(c->op)    ? build_sdpa(c, &st->bg)
+                     : is_cnorm(c->op) ? build_cnorm(c, &st->bg)
+                                       : build_norm(c, &st->bg);
     if (s)
         return fail(r, s, "add"), s;
     s = frost_graph_build(st->bg.g, NULL);
@@ -490,7 +463,7 @@ static void report(const bcase *c, const bresult *r, FILE *jf, frost__buf *all)
     if (r->status == FROST_OK) {
         double rate = flops ? work / (r->ms * 1e-3) / 1e12 : work / (r->ms * 1e-3) / 1e9;
         double peak = flops ? PEAK_TFLOPS : PEAK_GBPS;
-        printf("%-14s %-5s %-36s %9.4f %9.1f %s %5.0f%%%s\n", op_names[c->op], frost_dtype_name(c->dtype), label,
+        printf("%-16s %-5s %-36s %9.4f %9.1f %s %5.0f%%%s\n", op_names[c->op], frost_dtype_name(c->dtype), label,
                r->ms, rate, flops ? "TFLOP/s" : "GB/s   ", 100.0 * rate / peak,
                r->nonfinite ? "  NONFINITE OUTPUT" : "");
         frost__buf_printf(&j, ",\"ms\":%.6f,\"ms_min\":%.6f,\"%s\":%.3f,\"runs\":%d,\"sets\":%d,\"status\":\"OK\"",
@@ -498,7 +471,7 @@ static void report(const bcase *c, const bresult *r, FILE *jf, frost__buf *all)
         if (r->nonfinite)
             frost__buf_printf(&j, ",\"nonfinite\":%d", r->nonfinite);
     } else {
-        printf("%-14s %-5s %-36s %s (%s): %s\n", op_names[c->op], frost_dtype_name(c->dtype), label,
+        printf("%-16s %-5s %-36s %s (%s): %s\n", op_names[c->op], frost_dtype_name(c->dtype), label,
                r->status == FROST_NOT_SUPPORTED ? "refused" : "FAILED", frost_status_name(r->status), r->reason);
         frost__buf_printf(&j, ",\"status\":\"%s\",\"reason\":", frost_status_name(r->status));
         json_str(&j, r->reason);
@@ -516,11 +489,14 @@ static void report(const bcase *c, const bresult *r, FILE *jf, frost__buf *all)
 /* ---- command line ------------------------------------------------------------------------ */
 static int usage(void)
 {
-    fprintf(stderr, "usage: frost-bench [--suite smoke|sdpa|norm|all] [--op OP[,OP]] [--b N --h N --h-kv N --s N\n"
-                    "       --s-q N --s-kv N --d N --d-v N --causal --layout bhsd|bshd] [--rows N --cols N]\n"
+    fprintf(stderr, "usage: frost-bench [--suite smoke|sdpa|norm|cnorm|all] [--op OP[,OP]] [--b N --h N --h-kv N\n"
+                    "       --s N --s-q N --s-kv N --d N --d-v N --causal --layout bhsd|bshd] [--rows N --cols N]\n"
+                    "       [--n N --c N --height N --width N --groups N --layout nhwc|nchw]\n"
                     "       [--dtype bf16|f16|f32] [--runs N] [--warmup N] [--sets N] [--seed N] [--device N]\n"
                     "       [--json FILE] [--list] [--explain] [--cpu] [--exact]\n"
-                    "  OP: sdpa_fwd sdpa_bwd rmsnorm_fwd rmsnorm_bwd layernorm_fwd layernorm_bwd\n");
+                    "  OP: sdpa_fwd sdpa_bwd rmsnorm_fwd rmsnorm_bwd layernorm_fwd layernorm_bwd groupnorm_fwd\n"
+                    "      groupnorm_bwd instancenorm_fwd instancenorm_bwd batchnorm_fwd batchnorm_bwd\n"
+                    "      adalayernorm_fwd adalayernorm_bwd (AdaLayerNorm: --b, --s, --c)\n");
     return 2;
 }
 
@@ -531,7 +507,8 @@ static int parse(int argc, char **argv, bcase *c, bopts *o, const char **suite, 
     struct { const char *name; int64_t *v; } num[] = {
         {"--b", &c->b}, {"--h", &c->h_q}, {"--h-kv", &c->h_kv}, {"--s-q", &c->s_q}, {"--s-kv", &c->s_kv},
         {"--d", &c->d}, {"--d-v", &c->d_v}, {"--rows", &c->rows}, {"--cols", &c->cols}, {"--runs", &runs},
-        {"--warmup", &warm}, {"--sets", &sets}, {"--seed", &seed}, {"--device", &dev}};
+        {"--warmup", &warm}, {"--sets", &sets}, {"--seed", &seed}, {"--device", &dev}, {"--n", &c->n},
+        {"--c", &c->c}, {"--height", &c->h}, {"--width", &c->w}, {"--groups", &c->groups}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         struct { const char *name; int *v; } flags[] = {
@@ -565,6 +542,8 @@ static int parse(int argc, char **argv, bcase *c, bopts *o, const char **suite, 
             *json = v;
         else if (!strcmp(a, "--layout") && (!strcmp(v, "bhsd") || !strcmp(v, "bshd")))
             c->bshd = !strcmp(v, "bshd");
+        else if (!strcmp(a, "--layout") && (!strcmp(v, "nhwc") || !strcmp(v, "nchw")))
+            c->nchw = !strcmp(v, "nchw");
         else if (!strcmp(a, "--dtype") && (!strcmp(v, "bf16") || !strcmp(v, "f16") || !strcmp(v, "f32")))
             c->dtype = !strcmp(v, "bf16") ? FROST_BF16 : !strcmp(v, "f16") ? FROST_F16 : FROST_F32;
         else
@@ -574,7 +553,7 @@ static int parse(int argc, char **argv, bcase *c, bopts *o, const char **suite, 
     c->d_v = c->d_v ? c->d_v : c->d;
     if (runs < 1 || runs > 100000 || warm < 0 || warm > 100000 || sets < 0 || sets > MAX_SETS || c->b < 1 ||
         c->h_q < 1 || c->h_kv < 1 || c->s_q < 1 || c->s_kv < 1 || c->d < 1 || c->d_v < 1 || c->rows < 1 ||
-        c->cols < 1 || dev < 0)
+        c->cols < 1 || c->n < 1 || c->c < 1 || c->h < 1 || c->w < 1 || c->groups < 1 || dev < 0)
         return fprintf(stderr, "frost-bench: sizes and counts must be positive (sets <= %d)\n", MAX_SETS), -1;
     o->runs = (int)runs, o->warmup = (int)warm, o->sets = (int)sets, o->seed = (uint64_t)seed, o->device = (int)dev;
     return 0;
@@ -584,7 +563,7 @@ int main(int argc, char **argv)
 {
     bopts o = {0};
     bcase adhoc = {.dtype = FROST_BF16, .b = 2, .h_q = 16, .s_q = 2048, .s_kv = 2048, .d = 128, .rows = 16384,
-                   .cols = 4096};
+                   .cols = 4096, .n = 32, .c = 512, .h = 64, .w = 64, .groups = 32};
     const char *suite = NULL, *ops = NULL, *json_path = NULL;
     int rc = 1;
     for (int i = 1; i < argc; i++)
@@ -636,7 +615,7 @@ int main(int argc, char **argv)
     printf("frost-bench %s on %s\nmedian of >= %d runs after >= 100 ms warm-up; rotating input sets (>= 3 and "
            "> 2 x L2 unless --sets); %%peak of %.0f TFLOP/s or %.0f GB/s\n",
            frost_version(), frost_context_device_name(ctx), o.runs, PEAK_TFLOPS, PEAK_GBPS);
-    printf("%-14s %-5s %-36s %9s %9s %s %6s\n", "op", "dtype", "shape", "ms", "rate", "unit   ", "%peak");
+    printf("%-16s %-5s %-36s %9s %9s %s %6s\n", "op", "dtype", "shape", "ms", "rate", "unit   ", "%peak");
     pools pl = {{0}};
     frost__buf all = {0};
     int failed = 0;
