@@ -13,6 +13,8 @@
 #ifndef FROST_COMMON_CUH
 #define FROST_COMMON_CUH
 
+#if defined(__CUDACC_RTC__)
+/* NVRTC: no system headers, so the fixed-width types are defined here. */
 typedef unsigned char uint8_t;
 typedef unsigned short uint16_t;
 typedef unsigned int uint32_t;
@@ -21,6 +23,10 @@ typedef signed char int8_t;
 typedef short int16_t;
 typedef int int32_t;
 typedef long long int64_t;
+#else
+/* nvcc (standalone builds for -Xptxas -v and ncu): the system's own definitions. */
+#include <stdint.h>
+#endif
 
 #define FROST_DEVICE static __device__ __forceinline__
 
