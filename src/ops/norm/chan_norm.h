@@ -81,4 +81,11 @@ extern const frost__op_impl frost__cnorm_bwd_ref;
 extern const frost__op_impl frost__cnorm_fwd_cuda;
 extern const frost__op_impl frost__cnorm_bwd_cuda;
 
+/* Kernel keys of the cuda channel norms (forward and backward, every dtype, kind and
+ * layout, each entry point: main, finalize, dparams): the list frost-precompile compiles.
+ * Writes at most cap keys (keys may be NULL when cap is 0) and returns how many there are.
+ * Defined in chan_norm_cuda.c. */
+struct frost__kernel_key;
+int frost__cnorm_cuda_keys(struct frost__kernel_key *keys, int cap);
+
 #endif /* FROST_OPS_CHAN_NORM_H */

@@ -1,13 +1,643 @@
-/* Placeholder until the CUDA channel-norm kernels land: the cuda engine refuses the ops. */
-#include "ops/norm/chan_norm.h"
+/*
+ * chan_norm_cuda.c — the cuda engine's GroupNorm, InstanceNorm and BatchNorm, forward and
+ * backward: which problems the kernels cover, how a problem is cut into tiles, and the
+ * launches.
+ *
+ * Layout legend: X [N, C, HW] with HW = prod(spatial); a row is one pixel (n, p); cg =
+ * channels per statistic set (GroupNorm C / G, else 1); a window is cw channels (whole
+ * sets), a segment is what one window's statistics need (GroupNorm/InstanceNorm: one
+ * sample's window, BatchNorm: the window over the whole batch), a tile is `rows` rows of a
+ * segment's window, held whole in one block's shared memory (chan_norm_kernel.cuh).
+ *
+ * select() decides support and the configuration in one place: the layout (every data
+ * tensor NHWC, or every one NCHW; per-tensor n strides may differ), the vector path (16-byte
+ * units when C (NHWC) or HW (NCHW) and the n strides are multiples of the unit; base
+ * alignment is checked per launch), and the geometry.  choose_geometry() tries every window
+ * width that divides C in whole sets and, per width, every tile count per segment up to one
+ * per SM, and prices each by waves x rows x cw (one wave = one tile per SM), with a penalty
+ * for NHWC windows narrower than a 128-byte line.  A configuration whose segment fits one
+ * wave runs RESIDENT: x (and dy) cross HBM once.  Otherwise the fallback runs three
+ * kernels (per-tile statistics, a finalize that merges them, and an apply pass that reads x
+ * again).  BatchNorm inference needs no statistics: one APPLY pass with the running ones.
+ *
+ * Residency: a RESIDENT launch with more than one tile per segment has blocks wait for
+ * each other, so it is launched with at most one block per SM (the kernels declare
+ * __launch_bounds__(512, 1) and build checks the compiled registers), which the device can
+ * always hold at once.  The counters of that exchange are zeroed by a memset on the
+ * caller's stream before each launch; nothing else is allocated or hashed at execute.
+ *
+ * Kernel keys: DTYPE_F32|F16|BF16, KIND_GROUP|INSTANCE|BATCH, LAYOUT_NCHW|NHWC, per entry
+ * point (main, finalize, dparams): 90 keys, listed by frost__cnorm_cuda_keys.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
-static frost_status placeholder_select(const frost_context *ctx, const frost__graph *g, const frost__node *n,
-                                       void **plan, frost__buf *why)
+#include "ops/norm/chan_norm.h"
+#include "ops/norm/chan_norm_kernel.cuh"
+#include "runtime/runtime.h"
+
+FROST__STATIC_ASSERT(sizeof(cnorm_params) == CNORM_PARAMS_BYTES, "cnorm_params layout drifted");
+
+#define FWD_SOURCE "src/ops/norm/chan_norm_fwd.cu"
+#define BWD_SOURCE "src/ops/norm/chan_norm_bwd.cu"
+#define SMEM_RESERVED 1024 /* per block, taken by the hardware */
+#define MAX_ROWS ((int64_t)INT32_MAX - 4096)
+
+enum { ENTRY_MAIN = 0, ENTRY_FINALIZE = 1, ENTRY_DPARAMS = 2, NUM_ENTRIES = 3 };
+static const char *const entry_names[2][NUM_ENTRIES] = {
+    {"cnorm_fwd_kernel", "cnorm_fwd_finalize_kernel", NULL},
+    {"cnorm_bwd_kernel", "cnorm_bwd_finalize_kernel", "cnorm_bwd_dparams_kernel"},
+};
+static const char *const kind_define[3] = {"KIND_GROUP", "KIND_INSTANCE", "KIND_BATCH"};
+static const char *const kind_label[3] = {"GroupNorm", "InstanceNorm", "BatchNorm"};
+
+typedef struct cnorm_shape {
+    int kind, nhwc, tensors; /* tensors held per tile: 1 (forward) or 2 */
+    int64_t n, c, hw, cg, esize, cw_unit;
+} cnorm_shape;
+
+typedef struct cnorm_geometry {
+    int64_t cw, sets, windows, rows, seg_rows, k_tiles, num_segments, num_tiles, waves;
+    int resident; /* one HBM pass; else statistics, finalize, apply */
+    size_t smem;
+} cnorm_geometry;
+
+typedef struct cnorm_plan {
+    int backward, kind, nhwc, vec_layout, empty;
+    frost_dtype dtype;
+    cnorm_geometry geo;
+    int use[NUM_ENTRIES];
+    frost__kernel_key keys[NUM_ENTRIES];
+    frost__kernel *kernels[NUM_ENTRIES];
+    int counters;  /* RESIDENT with an exchange: zero the counters before the launch */
+    unsigned grid_main, grid_finalize, grid_dparams;
+    size_t workspace;
+    cnorm_params params; /* everything but the pointers and the mode */
+} cnorm_plan;
+
+static int64_t ceil_div(int64_t a, int64_t b)
 {
-    (void)ctx, (void)g, (void)n, (void)plan;
-    frost__buf_printf(why, "cuda engine: channel-norm kernels are not built yet");
+    return (a + b - 1) / b;
+}
+
+static int64_t align_up(int64_t v, int64_t a)
+{
+    return ceil_div(v, a) * a;
+}
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b, b = t;
+    }
+    return a;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Geometry                                                                              */
+/* ------------------------------------------------------------------------------------ */
+
+/* Elements of one shared-tile row per tile row: NHWC pads a pixel's cw channels to 8. */
+static int64_t row_elems(const cnorm_shape *s, int64_t cw)
+{
+    return s->nhwc ? CNORM_PITCH_NHWC(cw) : cw;
+}
+
+static size_t smem_bytes(const cnorm_shape *s, int64_t rows, int64_t cw)
+{
+    return (size_t)CNORM_SMEM_BYTES(rows * row_elems(s, cw), cw, cw / s->cg, s->esize, s->tensors);
+}
+
+/* The price of one tiling, in bytes one SM moves (or could have moved) over the whole
+ * op: per wave, a tile's reads and writes, a fixed cost per tile (barriers and the passes'
+ * start-up, ~0.5 us at an SM's share of HBM), and for a segment of several tiles the
+ * exchange (~1.5 us of round trips) plus the merge of its k x sets records.  NHWC windows
+ * narrower than a 128-byte line are marked up: each pixel's run shares its lines with
+ * other windows. */
+#define TILE_FIXED_BYTES (16 * 1024)
+#define EXCHANGE_BYTES (48 * 1024)
+
+static double price(const cnorm_shape *s, int64_t waves, int64_t rows, int64_t cw, int64_t k)
+{
+    const double record = s->tensors == 2 ? 32.0 : 16.0;
+    double tile = (double)rows * (double)cw * (double)s->esize * (double)(s->tensors + 1) + TILE_FIXED_BYTES;
+    if (k > 1)
+        tile += EXCHANGE_BYTES + (double)k * (double)(cw / s->cg) * record / 4.0;
+    double cost = (double)waves * tile;
+    const int64_t run = cw * s->esize;
+    if (s->nhwc && cw < s->c && run < 128)
+        cost *= 1.0 + (double)(128 - run) / 256.0;
+    return cost;
+}
+
+/* Bytes of data (x, and dy for the backward) one tile holds at most.  Each SM asks L2 for
+ * its next tile while it works on the current one, so a wave keeps about sm_count x cap
+ * bytes of prefetched data in L2 (17 MB at 128 KB on 132 SMs) next to the lines being
+ * written: the cap trades that footprint against per-tile overheads.  A guess until
+ * measured; FROST_CNORM_TILE_KB overrides it (16..1024) for tuning. */
+#define TILE_BYTES_CAP (128 * 1024)
+
+static int64_t tile_bytes_cap(void)
+{
+    const char *env = getenv("FROST_CNORM_TILE_KB");
+    const long kb = env ? strtol(env, NULL, 10) : 0;
+    return kb >= 16 && kb <= 1024 ? (int64_t)kb * 1024 : TILE_BYTES_CAP;
+}
+
+/* Picks the window, rows and tiles per segment (see the top of the file).  stats: the op
+ * computes statistics (else a single APPLY pass).  Returns 0 when not even 8 rows of the
+ * narrowest window fit in `budget` bytes of shared memory. */
+static int choose_geometry(const cnorm_shape *s, size_t budget, int64_t sms, int stats, cnorm_geometry *out)
+{
+    const int64_t tile_cap = tile_bytes_cap();
+    const int64_t seg_rows = s->kind == FROST__CNORM_BATCH ? s->n * s->hw : s->hw;
+    double best = -1.0;
+    int best_resident = 0;
+    memset(out, 0, sizeof *out);
+    /* windows: the divisors of C made of whole units, narrowest first */
+    int64_t widths[2 * 1536];
+    int count = 0;
+    for (int64_t d = 1; d * d <= s->c && count + 2 <= (int)FROST__ARRAY_SIZE(widths); d++)
+        if (s->c % d == 0) {
+            widths[count++] = d;
+            if (d * d != s->c)
+                widths[count++] = s->c / d;
+        }
+    for (int i = 1; i < count; i++) /* insertion sort: a few dozen entries */
+        for (int j = i; j > 0 && widths[j] < widths[j - 1]; j--) {
+            const int64_t t = widths[j];
+            widths[j] = widths[j - 1], widths[j - 1] = t;
+        }
+    for (int wi = 0; wi < count; wi++) {
+        const int64_t cw = widths[wi];
+        if (cw % s->cw_unit != 0 || smem_bytes(s, CNORM_ROW_ALIGN, cw) > budget)
+            continue;
+        const int64_t fixed = (int64_t)smem_bytes(s, 0, cw);
+        const int64_t row_bytes = row_elems(s, cw) * s->esize;
+        int64_t rmax = ((int64_t)budget - fixed) / s->tensors / row_bytes;
+        while (rmax >= CNORM_ROW_ALIGN && smem_bytes(s, rmax / CNORM_ROW_ALIGN * CNORM_ROW_ALIGN, cw) > budget)
+            rmax -= CNORM_ROW_ALIGN;
+        rmax = rmax / CNORM_ROW_ALIGN * CNORM_ROW_ALIGN;
+        if (rmax > tile_cap / s->tensors / row_bytes)
+            rmax = tile_cap / s->tensors / row_bytes;
+        rmax = rmax / CNORM_ROW_ALIGN * CNORM_ROW_ALIGN;
+        if (rmax > align_up(seg_rows, CNORM_ROW_ALIGN))
+            rmax = align_up(seg_rows, CNORM_ROW_ALIGN);
+        if (rmax < CNORM_ROW_ALIGN)
+            continue;
+        const int64_t segs = (s->kind == FROST__CNORM_BATCH ? 1 : s->n) * (s->c / cw);
+        const int64_t kmin = ceil_div(seg_rows, rmax);
+        const int resident = stats && kmin <= sms;
+        /* tiles per segment: from the fewest that fit up to one per SM (resident) */
+        const int64_t kmax = resident ? (sms < ceil_div(seg_rows, CNORM_ROW_ALIGN) ? sms : ceil_div(seg_rows, 8)) : kmin;
+        int64_t k_best = 0, rows_best = 0;
+        double cost = 0.0;
+        for (int64_t k = kmin; k <= kmax; k++) {
+            const int64_t rows = align_up(ceil_div(seg_rows, k), CNORM_ROW_ALIGN), tiles = ceil_div(seg_rows, rows);
+            const double c = price(s, ceil_div(segs * tiles, sms), rows, cw, tiles);
+            if (k_best == 0 || c < cost)
+                k_best = tiles, rows_best = rows, cost = c;
+        }
+        if (stats && !resident)
+            cost *= 1.5; /* x read twice */
+        /* a resident tiling always beats the fallback; within 2% the wider window wins */
+        if (best >= 0.0 && (resident < best_resident || (resident == best_resident && cost > best * 1.02)))
+            continue;
+        best = best >= 0.0 && resident == best_resident && best < cost ? best : cost;
+        best_resident = resident;
+        out->cw = cw;
+        out->sets = cw / s->cg;
+        out->windows = s->c / cw;
+        out->rows = rows_best;
+        out->seg_rows = seg_rows;
+        out->k_tiles = k_best;
+        out->num_segments = segs;
+        out->num_tiles = segs * k_best;
+        out->waves = ceil_div(out->num_tiles, sms);
+        out->resident = resident;
+        out->smem = smem_bytes(s, rows_best, cw);
+    }
+    return best >= 0.0;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* select                                                                                */
+/* ------------------------------------------------------------------------------------ */
+
+static const char *const slot_label[FROST__CNORM_NUM_SLOTS] = {
+    "X", "scale", "bias", "Y", "mean", "inv_std", "running_mean", "running_var", "dY", "dX", "d_scale", "d_bias",
+};
+
+static void print_strides(frost__buf *why, const frost__graph *g, const frost__node *n, int slot)
+{
+    const frost__tensor *t = frost__tensor_get(g, n->slot[slot]);
+    frost__buf_printf(why, "[");
+    for (int i = 0; t && i < t->rank; i++)
+        frost__buf_printf(why, "%s%lld", i ? ", " : "", (long long)t->strides[i]);
+    frost__buf_printf(why, "] (dims [");
+    for (int i = 0; t && i < t->rank; i++)
+        frost__buf_printf(why, "%s%lld", i ? ", " : "", (long long)t->dims[i]);
+    frost__buf_printf(why, "])");
+}
+
+/* Every data tensor NHWC (preferred when both hold, e.g. no spatial dims) or every one
+ * NCHW; *nhwc receives which.  NOT_SUPPORTED with the sentence otherwise. */
+static frost_status pick_layout(const frost__graph *g, const frost__node *n, const frost__cnorm_problem *p,
+                                const int *slots, int count, int *nhwc, frost__buf *why)
+{
+    int all_nhwc = 1, all_nchw = 1;
+    for (int i = 0; i < count; i++) {
+        const frost__cnorm_layout *l = &p->slot[slots[i]];
+        if (!l->nhwc && !l->nchw) {
+            frost__buf_printf(why, "cuda channel norms need NCHW or NHWC layout (spatial dims contiguous per channel, "
+                                   "or channels contiguous per pixel); %s's strides are ", slot_label[slots[i]]);
+            print_strides(why, g, n, slots[i]);
+            return FROST_NOT_SUPPORTED;
+        }
+        all_nhwc &= l->nhwc;
+        all_nchw &= l->nchw;
+    }
+    if (!all_nhwc && !all_nchw) {
+        frost__buf_printf(why, "cuda channel norms need every data tensor in one layout; X is %s but ",
+                          p->slot[FROST__CNORM_X].nhwc ? "NHWC" : "NCHW");
+        for (int i = 1; i < count; i++)
+            if (p->slot[slots[i]].nhwc != p->slot[FROST__CNORM_X].nhwc) {
+                frost__buf_printf(why, "%s's strides are ", slot_label[slots[i]]);
+                print_strides(why, g, n, slots[i]);
+                break;
+            }
+        frost__buf_printf(why, " (let frost create the output: it keeps X's layout)");
+        return FROST_NOT_SUPPORTED;
+    }
+    *nhwc = all_nhwc;
+    return FROST_OK;
+}
+
+static void fill_key(frost__kernel_key *k, int backward, int entry, frost_dtype dtype, int kind, int nhwc)
+{
+    frost__key_init(k, backward ? BWD_SOURCE : FWD_SOURCE, entry_names[backward][entry]);
+    frost__key_define(k, dtype == FROST_F32 ? "DTYPE_F32" : dtype == FROST_F16 ? "DTYPE_F16" : "DTYPE_BF16", NULL);
+    frost__key_define(k, kind_define[kind], NULL);
+    frost__key_define(k, nhwc ? "LAYOUT_NHWC" : "LAYOUT_NCHW", NULL);
+}
+
+static int64_t stride_or_zero(const frost__cnorm_problem *p, int slot, int which)
+{
+    return p->slot[slot].present ? p->slot[slot].stat_stride[which] : 0;
+}
+
+/* Everything of the parameter block that does not change between launches. */
+static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
+{
+    cnorm_params *k = &pl->params;
+    const cnorm_geometry *geo = &pl->geo;
+    memset(k, 0, sizeof *k);
+    k->x_sn = p->slot[FROST__CNORM_X].stride_n;
+    k->dy_sn = p->backward ? p->slot[FROST__CNORM_D_Y].stride_n : 0;
+    k->out_sn = p->slot[p->backward ? FROST__CNORM_D_X : FROST__CNORM_Y].stride_n;
+    const int batch = p->kind == FROST__CNORM_BATCH;
+    k->mean_sn = batch ? 0 : stride_or_zero(p, FROST__CNORM_MEAN, 0);
+    k->mean_ss = stride_or_zero(p, FROST__CNORM_MEAN, batch ? 0 : 1);
+    k->inv_sn = batch ? 0 : stride_or_zero(p, FROST__CNORM_INV_STD, 0);
+    k->inv_ss = stride_or_zero(p, FROST__CNORM_INV_STD, batch ? 0 : 1);
+    k->scale_sc = stride_or_zero(p, FROST__CNORM_SCALE, 0);
+    k->bias_sc = stride_or_zero(p, FROST__CNORM_BIAS, 0);
+    k->rmean_sc = stride_or_zero(p, FROST__CNORM_RUNNING_MEAN, 0);
+    k->rvar_sc = stride_or_zero(p, FROST__CNORM_RUNNING_VAR, 0);
+    k->dscale_sc = stride_or_zero(p, FROST__CNORM_D_SCALE, 0);
+    k->dbias_sc = stride_or_zero(p, FROST__CNORM_D_BIAS, 0);
+    k->n = (int32_t)p->n;
+    k->c = (int32_t)p->c;
+    k->hw = (int32_t)p->spatial;
+    k->cg = (int32_t)(p->groups > 0 ? p->c / p->groups : 1);
+    if (p->kind == FROST__CNORM_BATCH)
+        k->cg = 1;
+    k->cw = (int32_t)geo->cw;
+    k->sets = (int32_t)geo->sets;
+    k->windows = (int32_t)geo->windows;
+    k->rows = (int32_t)geo->rows;
+    k->seg_rows = (int32_t)geo->seg_rows;
+    k->k_tiles = (int32_t)geo->k_tiles;
+    k->num_tiles = (int32_t)geo->num_tiles;
+    k->num_segments = (int32_t)geo->num_segments;
+    k->pitch = (int32_t)(pl->nhwc ? CNORM_PITCH_NHWC(geo->cw) : geo->rows);
+    if (p->slot[FROST__CNORM_SCALE].present) {
+        k->scale_dt = (int32_t)p->slot[FROST__CNORM_SCALE].dtype;
+        if (p->zero_centered_scale)
+            k->flags |= CNORM_F_ZERO_CENTERED;
+    }
+    if (!p->backward && p->slot[FROST__CNORM_BIAS].present)
+        k->bias_dt = (int32_t)p->slot[FROST__CNORM_BIAS].dtype;
+    if (!p->backward && batch && p->phase == FROST_NORM_INFERENCE)
+        k->flags |= CNORM_F_RUNNING;
+    if (!p->backward && p->update_running)
+        k->flags |= CNORM_F_UPDATE_RUNNING;
+    if (p->backward && p->slot[FROST__CNORM_MEAN].present)
+        k->flags |= CNORM_F_SAVED_MEAN;
+    if (p->backward && p->slot[FROST__CNORM_INV_STD].present)
+        k->flags |= CNORM_F_SAVED_RSTD;
+    k->want_rec = pl->use[ENTRY_DPARAMS];
+    const double m = p->kind == FROST__CNORM_BATCH ? (double)p->n * (double)p->spatial
+                                                   : (double)k->cg * (double)p->spatial;
+    k->eps = (float)p->epsilon;
+    k->momentum = (float)p->momentum;
+    k->inv_m = m > 0.0 ? (float)(1.0 / m) : 0.0f;
+    k->unbias = m > 1.0 ? (float)(m / (m - 1.0)) : 0.0f;
+}
+
+/* Workspace sections, 256-byte aligned: counters, partial records, final records, the
+ * d_scale / d_bias records. */
+static void plan_workspace(cnorm_plan *pl)
+{
+    const cnorm_geometry *geo = &pl->geo;
+    cnorm_params *k = &pl->params;
+    const int exchange = geo->resident ? geo->k_tiles > 1 : 1;
+    const int64_t part_floats = pl->backward ? CNORM_PART_FLOATS_BWD : CNORM_PART_FLOATS_FWD;
+    const int stats = !(k->flags & CNORM_F_RUNNING);
+    int64_t at = 0;
+    pl->counters = geo->resident && geo->k_tiles > 1;
+    k->off_count = at;
+    at += pl->counters ? align_up(geo->num_segments * 4, 256) : 0;
+    k->off_part = at;
+    at += stats && exchange ? align_up(geo->num_tiles * geo->sets * part_floats * 4, 256) : 0;
+    k->off_final = at;
+    at += stats && exchange ? align_up(geo->num_segments * geo->sets * CNORM_FINAL_FLOATS * 4, 256) : 0;
+    k->off_rec = at;
+    at += k->want_rec ? align_up((int64_t)k->n * k->c * (geo->k_tiles > 0 ? geo->k_tiles : 1) * 8, 256) : 0;
+    pl->workspace = (size_t)at;
+}
+
+static frost_status refuse(frost__buf *why, const char *sentence)
+{
+    frost__buf_printf(why, "%s", sentence);
     return FROST_NOT_SUPPORTED;
 }
 
-const frost__op_impl frost__cnorm_fwd_cuda = {.select = placeholder_select, .coverage = "not yet"};
-const frost__op_impl frost__cnorm_bwd_cuda = {.select = placeholder_select, .coverage = "not yet"};
+static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g, const frost__node *n, void **plan_out,
+                                 frost__buf *why)
+{
+    const frost__cnorm_problem *p = n->problem;
+    const frost__device *dev = ctx->device;
+    static const int fwd_slots[] = {FROST__CNORM_X, FROST__CNORM_Y};
+    static const int bwd_slots[] = {FROST__CNORM_X, FROST__CNORM_D_Y, FROST__CNORM_D_X};
+    const int *slots = p->backward ? bwd_slots : fwd_slots;
+    const int count = p->backward ? 3 : 2;
+    *plan_out = NULL;
+    if (!dev)
+        return refuse(why, "cuda channel norms need a CUDA context (this one has no device)");
+    if (dev->cc_major < 8) {
+        frost__buf_printf(why, "cuda channel norms need sm_80 or newer (cp.async); %s is sm_%d%d", dev->name,
+                          dev->cc_major, dev->cc_minor);
+        return FROST_NOT_SUPPORTED;
+    }
+    int nhwc = 0;
+    frost_status s = pick_layout(g, n, p, slots, count, &nhwc, why);
+    if (s != FROST_OK)
+        return s;
+    for (int i = 0; i < count; i++)
+        if (p->slot[slots[i]].stride_n < 0 && p->n > 1) {
+            frost__buf_printf(why, "cuda channel norms need a non-negative n stride; %s's is %lld", slot_label[slots[i]],
+                              (long long)p->slot[slots[i]].stride_n);
+            return FROST_NOT_SUPPORTED;
+        }
+    if (p->n * p->spatial > MAX_ROWS || p->c > MAX_ROWS) {
+        frost__buf_printf(why, "cuda channel norms index N x spatial = %lld pixels and C = %lld channels with 32-bit "
+                               "integers; both must stay below %lld (split the batch)",
+                          (long long)(p->n * p->spatial), (long long)p->c, (long long)MAX_ROWS);
+        return FROST_NOT_SUPPORTED;
+    }
+
+    cnorm_plan *pl = calloc(1, sizeof *pl);
+    if (!pl)
+        return frost__fail(FROST_OUT_OF_MEMORY, "cuda channel norm: no memory for a plan");
+    pl->backward = p->backward;
+    pl->kind = (int)p->kind;
+    pl->nhwc = nhwc;
+    pl->dtype = p->slot[FROST__CNORM_X].dtype;
+    const int64_t esize = pl->dtype == FROST_F32 ? 4 : 2, vec = 16 / esize;
+    pl->vec_layout = (nhwc ? p->c : p->spatial) % vec == 0;
+    for (int i = 0; i < count; i++)
+        if (p->n > 1 && p->slot[slots[i]].stride_n % vec != 0)
+            pl->vec_layout = 0;
+    const int stats = p->backward || p->kind != FROST__CNORM_BATCH || p->phase == FROST_NORM_TRAINING;
+    const int want_dparams = p->backward && (p->slot[FROST__CNORM_D_SCALE].present ||
+                                             p->slot[FROST__CNORM_D_BIAS].present);
+    pl->empty = p->n * p->spatial * p->c == 0;
+    if (!pl->empty) {
+        cnorm_shape sh = {.kind = pl->kind, .nhwc = nhwc, .tensors = p->backward ? 2 : 1, .n = p->n, .c = p->c,
+                          .hw = p->spatial, .esize = esize};
+        sh.cg = p->kind == FROST__CNORM_GROUP ? p->c / p->groups : 1;
+        sh.cw_unit = nhwc && pl->vec_layout ? sh.cg / gcd64(sh.cg, vec) * vec : sh.cg;
+        const size_t budget = dev->smem_per_block_optin < dev->smem_per_sm - SMEM_RESERVED
+                                  ? dev->smem_per_block_optin
+                                  : dev->smem_per_sm - SMEM_RESERVED;
+        if (!choose_geometry(&sh, budget, dev->sm_count, stats, &pl->geo)) {
+            frost__buf_printf(why, "cuda %s keeps at least %d rows of %lld channels (one %s) in shared memory: %zu "
+                                   "bytes, more than the %zu this device allows per block",
+                              kind_label[p->kind], CNORM_ROW_ALIGN, (long long)sh.cw_unit,
+                              p->kind == FROST__CNORM_GROUP ? "group" : "vector of channels",
+                              smem_bytes(&sh, CNORM_ROW_ALIGN, sh.cw_unit), budget);
+            free(pl);
+            return FROST_NOT_SUPPORTED;
+        }
+        if (pl->geo.num_tiles > INT32_MAX || (int64_t)p->n * p->c * pl->geo.k_tiles > ((int64_t)1 << 40)) {
+            frost__buf_printf(why, "cuda channel norms cut this problem into %lld tiles, more than a launch indexes; "
+                                   "split the batch", (long long)pl->geo.num_tiles);
+            free(pl);
+            return FROST_NOT_SUPPORTED;
+        }
+    }
+    pl->use[ENTRY_MAIN] = !pl->empty;
+    pl->use[ENTRY_FINALIZE] = !pl->empty && stats && !pl->geo.resident;
+    pl->use[ENTRY_DPARAMS] = want_dparams && (p->kind != FROST__CNORM_BATCH || pl->empty) && p->c > 0;
+    for (int e = 0; e < NUM_ENTRIES; e++)
+        if (pl->use[e])
+            fill_key(&pl->keys[e], p->backward, e, pl->dtype, pl->kind, nhwc);
+    fill_params(p, pl);
+    plan_workspace(pl);
+    pl->grid_finalize = (unsigned)ceil_div(pl->geo.num_segments * pl->geo.sets, CNORM_WARPS);
+    pl->grid_dparams = (unsigned)ceil_div(p->c, CNORM_WARPS);
+    *plan_out = pl;
+    return FROST_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* build / workspace / execute                                                           */
+/* ------------------------------------------------------------------------------------ */
+
+static frost_status cnorm_build(const frost_context *ctx, const frost__node *n, void *plan, const frost_build_options *opt)
+{
+    cnorm_plan *pl = plan;
+    frost__device *dev = ctx->device;
+    (void)n;
+    for (int e = 0; e < NUM_ENTRIES; e++) {
+        if (!pl->use[e])
+            continue;
+        frost_status s = frost__kernel_get(dev, &pl->keys[e], opt ? opt->enforce_precompiled : 0, &pl->kernels[e]);
+        if (s != FROST_OK)
+            return s;
+    }
+    if (!pl->use[ENTRY_MAIN])
+        return FROST_OK;
+    const frost__kernel *k = pl->kernels[ENTRY_MAIN];
+    if (pl->geo.smem > k->dyn_smem_set)
+        return frost__fail(FROST_INTERNAL, "cuda channel norm: a tile needs %zu bytes of shared memory, the kernel "
+                                           "allows %zu", pl->geo.smem, k->dyn_smem_set);
+    /* blocks per SM: one for an exchange (all of a segment's tiles must run at once, and one
+     * is what the device surely holds); otherwise what registers and shared memory allow */
+    int64_t per_sm = 1;
+    if (!(pl->geo.resident && pl->geo.k_tiles > 1)) {
+        const int regs = k->attrs.registers > 0 ? (k->attrs.registers + 7) / 8 * 8 : 128;
+        const int64_t by_regs = 65536 / (regs * CNORM_THREADS);
+        const int64_t by_smem = (int64_t)(dev->smem_per_sm / (pl->geo.smem + SMEM_RESERVED));
+        per_sm = by_regs < by_smem ? by_regs : by_smem;
+        per_sm = per_sm < 1 ? 1 : per_sm > 4 ? 4 : per_sm;
+    }
+    const int64_t grid = dev->sm_count * per_sm;
+    pl->grid_main = (unsigned)(pl->geo.num_tiles < grid ? pl->geo.num_tiles : grid);
+    return FROST_OK;
+}
+
+static size_t cnorm_workspace(const frost__node *n, const void *plan)
+{
+    (void)n;
+    return ((const cnorm_plan *)plan)->workspace;
+}
+
+static int aligned16(const void *ptr)
+{
+    return ((uintptr_t)ptr & 15u) == 0;
+}
+
+static frost_status launch(const frost_context *ctx, frost__kernel *k, unsigned grid, size_t smem, cnorm_params *params,
+                           void *stream)
+{
+    frost__launch_dims dims;
+    void *args[1] = {params};
+    memset(&dims, 0, sizeof dims);
+    dims.grid[0] = grid, dims.grid[1] = 1, dims.grid[2] = 1;
+    dims.block[0] = CNORM_THREADS, dims.block[1] = 1, dims.block[2] = 1;
+    dims.dyn_smem = smem;
+    return frost__launch(ctx->device, k, &dims, args, stream);
+}
+
+static frost_status cnorm_execute(const frost_context *ctx, const frost__node *n, const void *plan, void *const *ptrs,
+                                  void *workspace, void *stream)
+{
+    const cnorm_plan *pl = plan;
+    cnorm_params k = pl->params;
+    (void)n;
+    k.x = ptrs[FROST__CNORM_X];
+    k.scale = ptrs[FROST__CNORM_SCALE];
+    k.mean = ptrs[FROST__CNORM_MEAN];
+    k.inv_std = ptrs[FROST__CNORM_INV_STD];
+    if (pl->backward) {
+        k.dy = ptrs[FROST__CNORM_D_Y];
+        k.out = ptrs[FROST__CNORM_D_X];
+        k.d_scale = ptrs[FROST__CNORM_D_SCALE];
+        k.d_bias = ptrs[FROST__CNORM_D_BIAS];
+    } else {
+        k.out = ptrs[FROST__CNORM_Y];
+        k.bias = ptrs[FROST__CNORM_BIAS];
+        k.running_mean = ptrs[FROST__CNORM_RUNNING_MEAN];
+        k.running_var = ptrs[FROST__CNORM_RUNNING_VAR];
+    }
+    k.ws = workspace;
+    if (pl->workspace > 0 && (!workspace || !aligned16(workspace)))
+        return frost__fail(FROST_INVALID_ARGUMENT, "cuda channel norm needs a 16-byte aligned workspace of %zu bytes; "
+                                                   "got %p", pl->workspace, workspace);
+    if (!pl->empty && (!k.x || !k.out || (pl->backward && !k.dy)))
+        return frost__fail(FROST_INVALID_ARGUMENT, "cuda channel norm: a data tensor is bound to NULL");
+    k.vec_ok = pl->vec_layout && aligned16(k.x) && aligned16(k.out) && (!pl->backward || aligned16(k.dy));
+    frost_status s = FROST_OK;
+    if (pl->counters)
+        s = frost__dev_memset_async(ctx->device, (unsigned char *)workspace + k.off_count, 0,
+                                    (size_t)pl->geo.num_segments * 4, stream);
+    if (s == FROST_OK && pl->use[ENTRY_MAIN]) {
+        k.mode = pl->use[ENTRY_FINALIZE] ? CNORM_MODE_STATS
+                 : (k.flags & CNORM_F_RUNNING) ? CNORM_MODE_APPLY
+                                               : CNORM_MODE_RESIDENT;
+        s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, pl->geo.smem, &k, stream);
+    }
+    if (s == FROST_OK && pl->use[ENTRY_FINALIZE]) {
+        s = launch(ctx, pl->kernels[ENTRY_FINALIZE], pl->grid_finalize, 0, &k, stream);
+        k.mode = CNORM_MODE_APPLY;
+        if (s == FROST_OK)
+            s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, pl->geo.smem, &k, stream);
+    }
+    if (s == FROST_OK && pl->use[ENTRY_DPARAMS])
+        s = launch(ctx, pl->kernels[ENTRY_DPARAMS], pl->grid_dparams, 0, &k, stream);
+    return s;
+}
+
+static void cnorm_describe(const void *plan, frost__buf *out)
+{
+    const cnorm_plan *pl = plan;
+    const cnorm_geometry *geo = &pl->geo;
+    if (!pl->use[ENTRY_MAIN]) {
+        frost__buf_printf(out, "empty tensor: %s", pl->use[ENTRY_DPARAMS] ? "d_scale / d_bias set to 0" : "no work");
+        return;
+    }
+    frost__key_print(&pl->keys[ENTRY_MAIN], out);
+    frost__buf_printf(out, "; %s tiles of %lld rows x %lld channels (%zu B shared memory, %s units), %lld segments x "
+                           "%lld tiles in %lld wave%s, grid %u x %d",
+                      pl->nhwc ? "NHWC" : "NCHW", (long long)geo->rows, (long long)geo->cw, geo->smem,
+                      pl->vec_layout ? "16-byte" : "1-element", (long long)geo->num_segments, (long long)geo->k_tiles,
+                      (long long)geo->waves, geo->waves == 1 ? "" : "s", pl->grid_main, CNORM_THREADS);
+    if (pl->params.flags & CNORM_F_RUNNING)
+        frost__buf_printf(out, "; one pass normalizing with the running statistics");
+    else if (geo->resident)
+        frost__buf_printf(out, "; x%s read from HBM once, %s", pl->backward ? " and dY" : "",
+                          geo->k_tiles > 1 ? "statistics exchanged between a segment's tiles through the workspace "
+                                             "(fixed-order merge: deterministic)"
+                                           : "each tile holds whole sets");
+    else
+        frost__buf_printf(out, "; a segment exceeds one wave: statistics, finalize (%s), then a second read of x",
+                          pl->keys[ENTRY_FINALIZE].entry);
+    if (pl->use[ENTRY_DPARAMS])
+        frost__buf_printf(out, "; d_scale / d_bias summed per channel by %s in fixed order", pl->keys[ENTRY_DPARAMS].entry);
+}
+
+const frost__op_impl frost__cnorm_fwd_cuda = {
+    .select = cnorm_select,
+    .build = cnorm_build,
+    .workspace = cnorm_workspace,
+    .execute = cnorm_execute,
+    .describe_plan = cnorm_describe,
+    .coverage = "GroupNorm, InstanceNorm and BatchNorm forward on sm_80+: f32/f16/bf16, NCHW or NHWC (any n "
+                "stride), scale/bias f32 or the I/O dtype, zero-centred scale, training statistics, BatchNorm running "
+                "statistics; x read from HBM once when a segment fits one wave of tiles in shared memory",
+};
+
+const frost__op_impl frost__cnorm_bwd_cuda = {
+    .select = cnorm_select,
+    .build = cnorm_build,
+    .workspace = cnorm_workspace,
+    .execute = cnorm_execute,
+    .describe_plan = cnorm_describe,
+    .coverage = "GroupNorm, InstanceNorm and BatchNorm backward on sm_80+: dx, d_scale, d_bias (always "
+                "deterministic), saved or recomputed statistics; same dtypes and layouts as the forward",
+};
+
+/* ------------------------------------------------------------------------------------ */
+/* Keys for frost-precompile                                                             */
+/* ------------------------------------------------------------------------------------ */
+int frost__cnorm_cuda_keys(frost__kernel_key *keys, int cap)
+{
+    static const frost_dtype dtypes[] = {FROST_F32, FROST_F16, FROST_BF16};
+    int count = 0;
+    for (int backward = 0; backward < 2; backward++)
+        for (int entry = 0; entry < NUM_ENTRIES; entry++)
+            for (size_t d = 0; d < FROST__ARRAY_SIZE(dtypes); d++)
+                for (int kind = 0; kind < 3; kind++)
+                    for (int nhwc = 0; nhwc < 2; nhwc++) {
+                        if (!entry_names[backward][entry])
+                            continue;
+                        if (count < cap)
+                            fill_key(&keys[count], backward, entry, dtypes[d], kind, nhwc);
+                        count++;
+                    }
+    return count;
+}

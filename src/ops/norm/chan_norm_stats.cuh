@@ -1,0 +1,337 @@
+/*
+ * chan_norm_stats.cuh — statistics for the channel-norm kernels: per-channel sums of a
+ * tile held in shared memory, the per-set records, and their exchange and merge across the
+ * tiles of a segment (tiles, modes and the shared layout: chan_norm_kernel.cuh).
+ *
+ * On chip: per channel of the window, sums in fp32 of x, of (x - c)^2 and (backward) of
+ * dy and dy (x - c) about a per-set centre c, read 16 bytes at a time from shared memory
+ * (NHWC: a thread owns 8 channels and every per-th row, row phases meet in a scratch
+ * array; NCHW: a team of warps owns a channel row).  The order of every addition depends
+ * only on the tile's shape, never on timing.
+ *
+ * Exchange: each tile writes its partial record per set, then a fence and one atomic
+ * increment of the segment's counter.  The block that brings the counter to k_tiles merges
+ * all k_tiles records of each set in index order (so results are bitwise repeatable no
+ * matter which block comes last), writes the final record and the outputs only one writer
+ * may produce (saved statistics, running statistics, BatchNorm's d_scale / d_bias), then
+ * bumps the counter once more; the others spin (one thread, with a watchdog that traps
+ * after 30 s instead of hanging) until it reads k_tiles + 1.  The host zeroes the counters
+ * before each launch.  Merging uses Chan's formulas on (count, mean, M2) plus two
+ * centred sums (backward), warp-parallel over contiguous chunks of tiles and a fixed
+ * butterfly: deterministic.  Why it cannot deadlock: G <= #SMs resident blocks take tiles
+ * t = b, b + G, b + 2G, ... and a segment has at most G tiles, so no block holds two tiles
+ * of one segment, and every tile a block waits for belongs to a block whose earlier tiles
+ * lie in earlier segments, which complete first (induction over segments).
+ */
+#ifndef FROST_CHAN_NORM_STATS_CUH
+#define FROST_CHAN_NORM_STATS_CUH
+
+#include "chan_norm_kernel.cuh"
+
+/* ---- per-channel sums over a shared tile ------------------------------------------------ */
+#define CN_SUM_X 0   /* out0 = sum x */
+#define CN_SUM_SQ 1  /* out0 = sum (x - centre)^2 */
+#define CN_SUM_BWD 2 /* out0 = sum (x - centre)^2 (if with_sq), out1 = sum dy, out2 = sum dy (x - centre) */
+
+FROST_DEVICE float cn_tile_elem(const frost_io *tile, int i)
+{
+    return frost_to_float(tile[i]);
+}
+
+/* One element into the sums of `what` (a literal at every call). */
+FROST_DEVICE void cn_acc(const int what, bool with_sq, float x, float g, float ctr, float *a0, float *a1, float *a2)
+{
+    if (what == CN_SUM_X) {
+        *a0 += x;
+        return;
+    }
+    const float d = x - ctr;
+    if (what == CN_SUM_SQ || with_sq)
+        *a0 = fmaf(d, d, *a0);
+    if (what == CN_SUM_BWD) {
+        *a1 += g;
+        *a2 = fmaf(g, d, *a2);
+    }
+}
+
+/* CN_VEC elements of a tile at element i (16-byte aligned) as floats. */
+FROST_DEVICE void cn_tile_vec(const frost_io *tile, int i, float *v)
+{
+    uint32_t w[4];
+    cn_lds_v4(w, tile + i);
+    cn_unpack(w, v);
+}
+
+#if defined(LAYOUT_NHWC)
+/* NHWC: thread -> a 16-byte unit of channels and every per-th row; the row phases meet in
+ * scratch (per x pitch <= CNORM_THREADS x CN_VEC floats).  Channels past cw in the last
+ * unit are row padding: summed (garbage) but never written out. */
+FROST_DEVICE void cn_sums_nhwc(const cnorm_params *p, const cnorm_tile *tl, const frost_io *sx, const frost_io *sdy,
+                               const float *centre, const int what, bool with_sq, float *out0, float *out1,
+                               float *out2, float *scratch)
+{
+    const int tid = threadIdx.x, cw = p->cw, pitch = p->pitch, units = pitch / CN_VEC;
+    const int per = units <= CNORM_THREADS ? CNORM_THREADS / units : 1;
+    for (int base = 0; base < units; base += CNORM_THREADS) {
+        const int cu = units <= CNORM_THREADS ? tid % units : base + tid;
+        const int r0 = units <= CNORM_THREADS ? tid / units : 0;
+        const bool active = cu < units && r0 < per;
+        float a0[CN_VEC], a1[CN_VEC], a2[CN_VEC], ctr[CN_VEC];
+#pragma unroll
+        for (int k = 0; k < CN_VEC; k++) {
+            a0[k] = a1[k] = a2[k] = 0.0f;
+            ctr[k] = what == CN_SUM_X || !active ? 0.0f : centre[min(cu * CN_VEC + k, cw - 1) / p->cg];
+        }
+        if (active) {
+#pragma unroll 2
+            for (int r = r0; r < tl->nq; r += per) {
+                float x[CN_VEC], g[CN_VEC];
+                cn_tile_vec(sx, r * pitch + cu * CN_VEC, x);
+                if (what == CN_SUM_BWD)
+                    cn_tile_vec(sdy, r * pitch + cu * CN_VEC, g);
+#pragma unroll
+                for (int k = 0; k < CN_VEC; k++)
+                    cn_acc(what, with_sq, x[k], what == CN_SUM_BWD ? g[k] : 0.0f, ctr[k], &a0[k], &a1[k], &a2[k]);
+            }
+        }
+#pragma unroll
+        for (int sum = 0; sum < 3; sum++) {
+            if (sum > 0 && what != CN_SUM_BWD)
+                break;
+            const float *a = sum == 0 ? a0 : sum == 1 ? a1 : a2;
+            float *out = sum == 0 ? out0 : sum == 1 ? out1 : out2;
+            if (units <= CNORM_THREADS) {
+                if (active)
+#pragma unroll
+                    for (int k = 0; k < CN_VEC; k++)
+                        scratch[r0 * pitch + cu * CN_VEC + k] = a[k];
+                __syncthreads();
+                for (int cl = tid; cl < cw; cl += CNORM_THREADS) {
+                    float v = 0.0f;
+                    for (int ph = 0; ph < per; ph++)
+                        v += scratch[ph * pitch + cl];
+                    out[cl] = v;
+                }
+                __syncthreads();
+            } else if (active) {
+#pragma unroll
+                for (int k = 0; k < CN_VEC; k++)
+                    if (cu * CN_VEC + k < cw)
+                        out[cu * CN_VEC + k] = a[k];
+            }
+        }
+    }
+    if (units > CNORM_THREADS)
+        __syncthreads();
+}
+#endif
+
+/* Per-channel sums of one tile (x, and dy for CN_SUM_BWD) into out0..2[cw].  centre[set]
+ * is the per-set centre.  Every thread calls it; it synchronizes the block.  The order of
+ * additions depends only on the tile's shape: deterministic. */
+FROST_DEVICE void cn_channel_sums(const cnorm_params *p, const cnorm_tile *tl, const frost_io *sx, const frost_io *sdy,
+                                  const float *centre, const int what, bool with_sq, float *out0, float *out1,
+                                  float *out2, float *scratch)
+{
+#if defined(LAYOUT_NHWC)
+    cn_sums_nhwc(p, tl, sx, sdy, centre, what, with_sq, out0, out1, out2, scratch);
+#else
+    /* a team of warps per channel row, lanes along the pixels, 16 bytes at a time (rows
+     * start 16-byte aligned: the pitch is a multiple of 8); a partial vector at the end of a
+     * row is summed element by element */
+    const int tid = threadIdx.x, cw = p->cw, nq = tl->nq;
+    const int team = cw >= CNORM_WARPS ? 1 : CNORM_WARPS / cw;
+    const int groups = CNORM_WARPS / team;
+    const int warp = tid / 32, lane = tid & 31, first = (warp % team) * 32 + lane, step = team * 32;
+    const int full = nq / CN_VEC;
+    for (int cl = warp / team; warp / team < groups && cl < cw; cl += groups) {
+        const float ctr = what == CN_SUM_X ? 0.0f : centre[cl / p->cg];
+        const frost_io *rx = sx + cl * p->pitch;
+        const frost_io *rdy = sdy + cl * p->pitch;
+        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f;
+#pragma unroll 2
+        for (int u = first; u < full; u += step) {
+            float x[CN_VEC], g[CN_VEC];
+            cn_tile_vec(rx, u * CN_VEC, x);
+            if (what == CN_SUM_BWD)
+                cn_tile_vec(rdy, u * CN_VEC, g);
+#pragma unroll
+            for (int k = 0; k < CN_VEC; k++)
+                cn_acc(what, with_sq, x[k], what == CN_SUM_BWD ? g[k] : 0.0f, ctr, &a0, &a1, &a2);
+        }
+        for (int e = full * CN_VEC + first; e < nq; e += step)
+            cn_acc(what, with_sq, cn_tile_elem(rx, e), what == CN_SUM_BWD ? cn_tile_elem(rdy, e) : 0.0f, ctr, &a0,
+                   &a1, &a2);
+        a0 = frost_warp_sum(a0);
+        if (what == CN_SUM_BWD) {
+            a1 = frost_warp_sum(a1);
+            a2 = frost_warp_sum(a2);
+        }
+        if (lane == 0) {
+            if (team == 1) {
+                out0[cl] = a0;
+                if (what == CN_SUM_BWD) {
+                    out1[cl] = a1;
+                    out2[cl] = a2;
+                }
+            } else {
+                scratch[warp] = a0;
+                scratch[CNORM_WARPS + warp] = a1;
+                scratch[2 * CNORM_WARPS + warp] = a2;
+            }
+        }
+    }
+    __syncthreads();
+    if (team > 1) {
+        if (tid < cw) {
+            float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f;
+            for (int k = 0; k < team; k++) {
+                s0 += scratch[tid * team + k];
+                s1 += scratch[CNORM_WARPS + tid * team + k];
+                s2 += scratch[2 * CNORM_WARPS + tid * team + k];
+            }
+            out0[tid] = s0;
+            if (what == CN_SUM_BWD) {
+                out1[tid] = s1;
+                out2[tid] = s2;
+            }
+        }
+        __syncthreads();
+    }
+#endif
+}
+
+/* ---- statistics records and merging ---------------------------------------------------- */
+typedef struct cnorm_stat {
+    float count, mean, m2; /* Chan: elements, their mean, sum of squared deviations */
+    float s1, s2;          /* backward: a plain sum and a sum of (x - mean) * something */
+} cnorm_stat;
+
+FROST_DEVICE cnorm_stat cn_stat_zero(void)
+{
+    cnorm_stat s;
+    s.count = s.mean = s.m2 = s.s1 = s.s2 = 0.0f;
+    return s;
+}
+
+/* a then b (order matters only in the last bits; callers fix it). */
+FROST_DEVICE cnorm_stat cn_merge(cnorm_stat a, cnorm_stat b)
+{
+    const float count = a.count + b.count;
+    if (count == 0.0f)
+        return a;
+    const float fb = b.count / count;
+    const float delta = b.mean - a.mean;
+    cnorm_stat r;
+    r.count = count;
+    r.mean = fmaf(delta, fb, a.mean);
+    r.m2 = a.m2 + b.m2 + delta * delta * a.count * fb;
+    r.s1 = a.s1 + b.s1;
+    r.s2 = a.s2 + b.s2 + (a.mean - r.mean) * a.s1 + (b.mean - r.mean) * b.s1;
+    return r;
+}
+
+FROST_DEVICE cnorm_stat cn_shfl_stat(cnorm_stat s, int lane_mask)
+{
+    cnorm_stat o;
+    o.count = __shfl_xor_sync(0xffffffffu, s.count, lane_mask);
+    o.mean = __shfl_xor_sync(0xffffffffu, s.mean, lane_mask);
+    o.m2 = __shfl_xor_sync(0xffffffffu, s.m2, lane_mask);
+    o.s1 = __shfl_xor_sync(0xffffffffu, s.s1, lane_mask);
+    o.s2 = __shfl_xor_sync(0xffffffffu, s.s2, lane_mask);
+    return o;
+}
+
+/* Reads partial record (tile t, set j). */
+FROST_DEVICE cnorm_stat cn_load_part(const cnorm_params *p, int t, int j, const int floats)
+{
+    const float *rec = (const float *)(p->ws + p->off_part) + ((int64_t)t * p->sets + j) * floats;
+    float v[4];
+    cn_ld_cg_v4(v, rec);
+    cnorm_stat s;
+    s.count = v[0], s.mean = v[1], s.m2 = v[2], s.s1 = v[3], s.s2 = 0.0f;
+    if (floats > 4) {
+        cn_ld_cg_v4(v, rec + 4);
+        s.s2 = v[0];
+    } else {
+        s.s1 = 0.0f;
+    }
+    return s;
+}
+
+FROST_DEVICE void cn_store_part(const cnorm_params *p, int t, int j, cnorm_stat s, const int floats)
+{
+    float *rec = (float *)(p->ws + p->off_part) + ((int64_t)t * p->sets + j) * floats;
+    cn_st_v4(rec, s.count, s.mean, s.m2, s.s1);
+    if (floats > 4)
+        cn_st_v4(rec + 4, s.s2, 0.0f, 0.0f, 0.0f);
+}
+
+/* Merges the k_tiles partials of set j of segment seg; the whole warp calls it and every
+ * lane gets the same result.  Lane l merges a contiguous chunk in order, then a butterfly
+ * merges lower lanes' chunks first: a fixed order whatever the caller. */
+static __device__ __noinline__ cnorm_stat cn_merge_set(const cnorm_params *p, int seg, int j, const int floats)
+{
+    const int lane = threadIdx.x & 31, k = p->k_tiles;
+    const int begin = (int)(((int64_t)lane * k) / 32), end = (int)(((int64_t)(lane + 1) * k) / 32);
+    cnorm_stat acc = cn_stat_zero();
+    for (int i = begin; i < end; i++)
+        acc = cn_merge(acc, cn_load_part(p, seg * k + i, j, floats));
+#pragma unroll
+    for (int m = 1; m < 32; m <<= 1) {
+        const cnorm_stat other = cn_shfl_stat(acc, m);
+        acc = (lane & m) ? cn_merge(other, acc) : cn_merge(acc, other);
+    }
+    return acc;
+}
+
+FROST_DEVICE float *cn_final(const cnorm_params *p, int seg, int j)
+{
+    return (float *)(p->ws + p->off_final) + ((int64_t)seg * p->sets + j) * CNORM_FINAL_FLOATS;
+}
+
+/* Segment barrier, first half: this tile's partials are stored; count the arrival.
+ * Returns (to every thread) whether this block is the segment's last arrival. */
+FROST_DEVICE bool cn_arrive(const cnorm_params *p, int seg, int *flag)
+{
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        uint32_t *counter = (uint32_t *)(p->ws + p->off_count) + seg;
+        const uint32_t old = atomicAdd(counter, 1u);
+        __threadfence();
+        *flag = old == (uint32_t)p->k_tiles - 1u;
+    }
+    __syncthreads();
+    return *flag != 0;
+}
+
+/* Second half, for the last arrival: its final records are stored; release the others. */
+FROST_DEVICE void cn_release(const cnorm_params *p, int seg)
+{
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+        atomicAdd((uint32_t *)(p->ws + p->off_count) + seg, 1u);
+}
+
+/* Second half, for everyone else: wait until the final records are out.  A wait longer
+ * than 30 s means the grid was not resident (a launch-configuration bug): trap rather
+ * than hang the device. */
+FROST_DEVICE void cn_wait_final(const cnorm_params *p, int seg)
+{
+    if (threadIdx.x == 0) {
+        const uint32_t *counter = (const uint32_t *)(p->ws + p->off_count) + seg;
+        const uint32_t target = (uint32_t)p->k_tiles + 1u;
+        const uint64_t start = cn_globaltimer();
+        while (cn_ld_acquire(counter) != target) {
+            __nanosleep(64);
+            if (cn_globaltimer() - start > 30000000000ull)
+                __trap();
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+#endif /* FROST_CHAN_NORM_STATS_CUH */

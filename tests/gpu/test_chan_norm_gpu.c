@@ -1,0 +1,629 @@
+/*
+ * test_chan_norm_gpu.c — the cuda engine's GroupNorm, InstanceNorm and BatchNorm
+ * (chan_norm_fwd.cu, chan_norm_bwd.cu) against the reference engine, forward and backward.
+ *
+ * Each case builds the same graph in a CPU context (ref engine, fp64) and in a CUDA
+ * context with build option engine = "cuda" (a refusal is a failure, never a silent
+ * fallback), runs both on the same stored inputs and compares every element of every
+ * output allocation, guards and sample gaps included: both copies start NaN-poisoned and
+ * the GPU one travels to the device whole and back, so an element must be NaN on one side
+ * exactly when it is NaN on the other (an unwritten element, or a write into a gap or a
+ * margin, fails).  Running statistics are inputs written in place: each side starts from
+ * its own copy of the same initial values.  The backward runs three times and the forward
+ * (when it updates no running statistics) twice on the GPU; every output must be bitwise
+ * equal across the runs (the kernels promise determinism always).
+ *
+ * Layout legend: X [N, C, H, W], NCHW or NHWC, with `n_gap` padding elements between
+ * samples; G groups; M = elements per statistic set (GroupNorm C/G x HW, InstanceNorm HW,
+ * BatchNorm N x HW); u = unit roundoff of the I/O dtype, u32 = 2^-24.
+ *
+ * Tolerance (DESIGN.md pass rule).  Both engines read the same stored inputs; the GPU sums
+ * in fp32 (per-thread runs, then fixed trees and Chan merges), the ref in fp64, and each
+ * rounds its result once to the output dtype (so they may differ by one ulp = 2u).  The
+ * error of the same sums done naively in fp32 is about E = (log2(2M) + sqrt(M)) u32 relative
+ * to the sum of magnitudes; per element:
+ *     y:                 |got - ref| <= 2.5 u |ref| + 32 E (rstd max|x| |w| + |b| + 1)
+ *     mean:              32 E (max|x| + 1)
+ *     inv_std, run. var: 32 E (1 + max x_hat^2) relative (+ 1e-6 absolute for running_var)
+ *     dx:                2.5 u |ref| + 32 E rstd |dy w| (1 + max x_hat^2)
+ *     d_scale, d_bias:   32 E_p N HW max|dy| (1 + max|x_hat|), E_p for N x HW terms
+ * a constant times the naive fp32 error, as the pass rule asks.
+ *
+ * Cases: a named table (the three ops in both layouts and three dtypes; GroupNorm with 1,
+ * C/2, 32 and C groups; odd C and odd spatial sizes that take the 1-element path; sample
+ * gaps; a misaligned base (scalar fallback); scale and bias absent, f32, I/O dtype and
+ * [1, C, 1, 1]; zero-centred scale; GroupNorm/InstanceNorm inference; BatchNorm training
+ * with and without running statistics and inference; backward with saved, recomputed and
+ * half-saved statistics; segments split over many tiles (workspace exchange) and, with
+ * FROST_CNORM_TILE_KB=16, segments of more than 132 tiles: larger than a wave on an H200,
+ * so they take the three-kernel fallback), then
+ * seeded random cases, then the selector's refusals.  FROST_TEST_SMALL=1 runs only the
+ * cases marked small (for compute-sanitizer).  FROST_TEST_SEED / FROST_TEST_CASE rerun one.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "runtime/runtime.h"
+#include "test_util.h"
+
+enum { GN = 0, IN = 1, BN = 2 };
+enum { T_X, T_SCALE, T_BIAS, T_RMEAN, T_RVAR, T_DY, T_Y, T_MEAN, T_RSTD, T_DX, T_DSCALE, T_DBIAS, T_COUNT };
+static const char *const names[T_COUNT] = {"x", "scale", "bias", "running_mean", "running_var", "dy",
+                                           "y", "mean", "inv_std", "dx", "d_scale", "d_bias"};
+
+typedef struct ccase {
+    const char *name;
+    int kind;
+    frost_dtype dtype;
+    int64_t n, c, h, w;
+    int groups;         /* GroupNorm */
+    int nhwc, n_gap;    /* channels-last; padding elements between samples */
+    int scale, bias;    /* 0 absent, 1 f32 [C], 2 I/O dtype [C], 3 I/O dtype [1, C, 1, 1] */
+    int zc, inference;  /* zero-centred scale; forward phase */
+    int running;        /* BatchNorm: running statistics given */
+    int backward;       /* then run the backward */
+    int saved;          /* backward statistics: 0 recomputed, 1 both saved, 2 mean only, 3 inv_std only */
+    int misalign;       /* device copies shifted by one element: no 16-byte units */
+    double offset;      /* added to x: a mean to remove */
+    int tile_kb;        /* FROST_CNORM_TILE_KB for the GPU build (0: default) */
+    int small;          /* part of the FROST_TEST_SMALL subset */
+} ccase;
+
+#define F32 FROST_F32
+#define F16 FROST_F16
+#define BF16 FROST_BF16
+static const ccase table[] = {
+    /* name, kind, dtype, n, c, h, w, groups, nhwc, gap, scale, bias, zc, inf, run, bwd, saved, mis, off, tile, small */
+    {"gn bf16 nhwc 32 groups", GN, BF16, 4, 128, 16, 16, 32, 1, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 1},
+    {"gn bf16 nchw 32 groups", GN, BF16, 4, 128, 16, 16, 32, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 1},
+    {"bn bf16 nhwc running", BN, BF16, 8, 64, 12, 12, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 1},
+    {"bn f32 nchw recomputed", BN, F32, 6, 24, 9, 16, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 2.0, 0, 1},
+    {"in f16 nhwc gap", IN, F16, 3, 40, 10, 6, 0, 1, 8, 1, 2, 0, 0, 0, 1, 1, 0, 0.0, 0, 1},
+    {"bn bf16 nhwc inference", BN, BF16, 5, 48, 7, 7, 0, 1, 0, 2, 1, 0, 1, 1, 0, 0, 0, 0.0, 0, 1},
+    {"gn f16 nhwc exchange", GN, F16, 2, 256, 32, 48, 8, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 1.5, 0, 0},
+    {"gn bf16 nchw 1 group", GN, BF16, 2, 64, 40, 40, 1, 0, 0, 3, 2, 1, 0, 0, 1, 1, 0, 0.0, 0, 0},
+    {"gn f32 nhwc groups = C", GN, F32, 3, 32, 5, 7, 32, 1, 0, 1, 1, 0, 0, 0, 1, 2, 0, 0.5, 0, 0},
+    {"gn bf16 nhwc C/2 groups odd C", GN, BF16, 2, 22, 9, 9, 11, 1, 0, 2, 2, 0, 0, 0, 1, 3, 0, 0.0, 0, 0},
+    {"gn f16 nchw odd spatial", GN, F16, 3, 12, 5, 7, 4, 0, 3, 1, 0, 0, 0, 0, 1, 1, 0, 0.0, 0, 0},
+    {"gn bf16 inference", GN, BF16, 3, 64, 8, 8, 16, 1, 0, 2, 2, 0, 1, 0, 0, 0, 0, 0.0, 0, 0},
+    {"in bf16 nchw inference", IN, BF16, 4, 16, 20, 20, 0, 0, 0, 2, 0, 0, 1, 0, 0, 0, 0, 1.0, 0, 0},
+    {"in f32 nchw exchange", IN, F32, 2, 8, 96, 96, 0, 0, 0, 3, 1, 1, 0, 0, 1, 0, 0, 0.0, 0, 0},
+    {"in bf16 nhwc no params", IN, BF16, 3, 24, 14, 14, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0.0, 0, 0},
+    {"bn bf16 nhwc exchange", BN, BF16, 32, 64, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.25, 0, 0},
+    {"bn f16 nchw exchange", BN, F16, 16, 32, 32, 32, 0, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 0.0, 0, 0},
+    {"bn bf16 nhwc 2d input", BN, BF16, 1000, 64, 1, 1, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.0, 0, 0},
+    {"bn f32 nchw odd", BN, F32, 7, 5, 3, 11, 0, 0, 1, 1, 1, 0, 0, 1, 1, 2, 0, 0.0, 0, 0},
+    {"bn f16 nchw inference", BN, F16, 4, 16, 16, 16, 0, 0, 0, 1, 1, 0, 1, 1, 0, 0, 0, 0.0, 0, 0},
+    {"bn bf16 training no running", BN, BF16, 4, 32, 8, 8, 0, 1, 0, 2, 0, 1, 0, 0, 1, 3, 0, 0.0, 0, 0},
+    {"gn bf16 nhwc misaligned", GN, BF16, 2, 64, 12, 12, 8, 1, 0, 2, 2, 0, 0, 0, 1, 1, 1, 0.0, 0, 1},
+    {"bn f32 nchw misaligned", BN, F32, 4, 16, 8, 8, 0, 0, 0, 1, 1, 0, 0, 1, 1, 0, 1, 0.0, 0, 0},
+    {"bn bf16 nhwc fallback", BN, BF16, 32, 8, 96, 96, 0, 1, 0, 2, 2, 0, 0, 1, 1, 0, 0, 1.0, 16, 1},
+    {"gn f16 nchw fallback", GN, F16, 1, 32, 192, 192, 1, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.0, 16, 0},
+    {"in bf16 nhwc many tiles", IN, BF16, 2, 32, 64, 64, 0, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 16, 0},
+    {"gn bf16 nhwc offset 8", GN, BF16, 2, 64, 16, 16, 4, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 8.0, 0, 0},
+    {"gn bf16 n 0", GN, BF16, 0, 32, 4, 4, 4, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.0, 0, 0},
+};
+#undef F32
+#undef F16
+#undef BF16
+#define NUM_TABLE ((int)(sizeof table / sizeof table[0]))
+#define NUM_RANDOM 30
+
+/* ---------------------------------------------------------------------------------- */
+/* Tensors of a case                                                                     */
+/* ---------------------------------------------------------------------------------- */
+
+typedef struct run {
+    const ccase *c;
+    int64_t dims[4], strides[4];   /* X-shaped tensors */
+    int srank;
+    int64_t sdims[2], sstrides[2]; /* statistics */
+    tu_buf cpu[T_COUNT], gpu[T_COUNT];
+    frost_tensor id[T_COUNT];
+} run;
+
+static int present(const ccase *c, int t)
+{
+    switch (t) {
+    case T_SCALE: return c->scale != 0;
+    case T_BIAS: return c->bias != 0;
+    case T_RMEAN: case T_RVAR: return c->kind == BN && c->running;
+    case T_DY: case T_DX: return c->backward;
+    case T_MEAN: case T_RSTD: return !c->inference;
+    case T_DSCALE: return c->backward && c->scale;
+    case T_DBIAS: return c->backward && c->bias;
+    default: return 1;
+    }
+}
+
+/* Written by the graph: outputs, and the running statistics that training updates. */
+static int is_output(const ccase *c, int t, int backward)
+{
+    if (backward)
+        return t >= T_DX;
+    return (t >= T_Y && t <= T_RSTD) || ((t == T_RMEAN || t == T_RVAR) && !c->inference);
+}
+
+static void alloc_all(run *r, tu_rng *rng)
+{
+    const ccase *c = r->c;
+    const int64_t hw = c->h * c->w;
+    r->dims[0] = c->n, r->dims[1] = c->c, r->dims[2] = c->h, r->dims[3] = c->w;
+    if (c->nhwc)
+        r->strides[1] = 1, r->strides[3] = c->c, r->strides[2] = c->c * c->w;
+    else
+        r->strides[3] = 1, r->strides[2] = c->w, r->strides[1] = hw;
+    r->strides[0] = c->c * hw + c->n_gap;
+    r->srank = c->kind == BN ? 1 : 2;
+    r->sdims[0] = c->kind == BN ? c->c : c->n;
+    r->sdims[1] = c->kind == GN ? c->groups : c->c;
+    tu_packed_strides(r->srank, r->sdims, r->sstrides);
+    const int64_t cdims4[4] = {1, c->c, 1, 1}, cstrides4[4] = {c->c, 1, 1, 1}, one = 1;
+    for (int t = 0; t < T_COUNT; t++) {
+        if (!present(c, t))
+            continue;
+        frost_dtype dt = c->dtype;
+        int rank = 4;
+        const int64_t *dims = r->dims, *st = r->strides;
+        if (t == T_SCALE || t == T_BIAS || t == T_DSCALE || t == T_DBIAS || t == T_RMEAN || t == T_RVAR) {
+            const int p = t == T_SCALE || t == T_DSCALE ? c->scale : t == T_BIAS || t == T_DBIAS ? c->bias : 1;
+            const int four = p == 3 && t != T_DBIAS && t != T_RMEAN && t != T_RVAR;
+            rank = four ? 4 : 1, dims = four ? cdims4 : &c->c, st = four ? cstrides4 : &one;
+            if (t == T_DBIAS && c->scale == 3) /* d_bias takes scale's dims */
+                rank = 4, dims = cdims4, st = cstrides4;
+            dt = (t == T_SCALE || t == T_BIAS) && p != 1 ? c->dtype : FROST_F32;
+        } else if (t == T_MEAN || t == T_RSTD) {
+            rank = r->srank, dims = r->sdims, st = r->sstrides, dt = FROST_F32;
+        }
+        TU_CHECK(tu_buf_alloc(&r->cpu[t], dt, rank, dims, st, 0));
+        TU_CHECK(tu_buf_alloc(&r->gpu[t], dt, rank, dims, st, 0));
+    }
+    tu_buf_fill_uniform(&r->cpu[T_X], rng, -2.0 + c->offset, 2.0 + c->offset);
+    if (c->scale)
+        tu_buf_fill_uniform(&r->cpu[T_SCALE], rng, c->zc ? -0.5 : 0.5, c->zc ? 0.5 : 1.5);
+    if (c->bias)
+        tu_buf_fill_uniform(&r->cpu[T_BIAS], rng, -1.0, 1.0);
+    if (c->backward)
+        tu_buf_fill_uniform(&r->cpu[T_DY], rng, -1.0, 1.0);
+    if (present(c, T_RMEAN)) {
+        tu_buf_fill_uniform(&r->cpu[T_RMEAN], rng, -0.5 + c->offset, 0.5 + c->offset);
+        tu_buf_fill_uniform(&r->cpu[T_RVAR], rng, 0.5, 2.0);
+        for (int t = T_RMEAN; t <= T_RVAR; t++) /* the GPU's own copy of the initial values */
+            memcpy(r->gpu[t].alloc, r->cpu[t].alloc, (size_t)(r->cpu[t].span + 2 * r->cpu[t].guard) * 4);
+    }
+}
+
+static void free_all(run *r)
+{
+    for (int t = 0; t < T_COUNT; t++) {
+        tu_buf_free(&r->cpu[t]);
+        tu_buf_free(&r->gpu[t]);
+    }
+}
+
+static frost_tensor add(frost_graph *g, const char *name, const tu_buf *b)
+{
+    frost_tensor_desc d;
+    frost_tensor id = 0;
+    memset(&d, 0, sizeof d);
+    d.name = name, d.dtype = b->dtype, d.rank = b->rank;
+    for (int i = 0; i < b->rank; i++)
+        d.dims[i] = b->dims[i], d.strides[i] = b->strides[i];
+    TU_OK(frost_graph_add_tensor(g, &d, &id));
+    return id;
+}
+
+/* The forward or backward graph of the case, every tensor declared by the test. */
+static frost_graph *make_graph(run *r, frost_context *ctx, int backward)
+{
+    const ccase *c = r->c;
+    frost_graph *g = NULL;
+    TU_OK(frost_graph_create(ctx, &g));
+    if (!g)
+        return NULL;
+    memset(r->id, 0, sizeof r->id);
+    for (int t = 0; t < T_COUNT; t++) {
+        const int used = backward ? t == T_X || t == T_SCALE || t == T_DY || t >= T_DX ||
+                                        (t == T_MEAN && (c->saved == 1 || c->saved == 2)) ||
+                                        (t == T_RSTD && (c->saved == 1 || c->saved == 3))
+                                  : t <= T_RVAR || (t >= T_Y && t <= T_RSTD);
+        if (used && present(c, t))
+            r->id[t] = add(g, names[t], &r->cpu[t]);
+    }
+    frost_status s;
+    if (!backward) {
+        frost_channel_norm_desc d = {.x = r->id[T_X], .scale = r->id[T_SCALE], .bias = r->id[T_BIAS],
+                                     .num_groups = c->groups, .zero_centered_scale = c->zc,
+                                     .phase = c->inference ? FROST_NORM_INFERENCE : FROST_NORM_TRAINING,
+                                     .running_mean = r->id[T_RMEAN], .running_var = r->id[T_RVAR], .momentum = 0.3};
+        frost_norm_outputs o = {.y = r->id[T_Y], .mean = r->id[T_MEAN], .inv_std = r->id[T_RSTD]};
+        s = c->kind == GN ? frost_graph_add_groupnorm(g, &d, &o)
+            : c->kind == IN ? frost_graph_add_instancenorm(g, &d, &o)
+                            : frost_graph_add_batchnorm(g, &d, &o);
+    } else {
+        frost_channel_norm_backward_desc d = {.x = r->id[T_X], .d_y = r->id[T_DY], .scale = r->id[T_SCALE],
+                                              .mean = r->id[T_MEAN], .inv_std = r->id[T_RSTD],
+                                              .num_groups = c->groups, .has_bias = c->bias != 0,
+                                              .zero_centered_scale = c->zc, .deterministic = 1};
+        frost_norm_grads o = {.d_x = r->id[T_DX], .d_scale = r->id[T_DSCALE], .d_bias = r->id[T_DBIAS]};
+        s = c->kind == GN ? frost_graph_add_groupnorm_backward(g, &d, &o)
+            : c->kind == IN ? frost_graph_add_instancenorm_backward(g, &d, &o)
+                            : frost_graph_add_batchnorm_backward(g, &d, &o);
+    }
+    TU_OK(s);
+    return g;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Running both engines                                                                  */
+/* ---------------------------------------------------------------------------------- */
+
+typedef struct dev_buf {
+    void *base;
+    char *alloc;
+    size_t bytes;
+} dev_buf;
+
+static void *to_device(const frost__device *dev, const tu_buf *b, dev_buf *d, size_t shift)
+{
+    memset(d, 0, sizeof *d);
+    if (!b->alloc)
+        return NULL;
+    d->bytes = (size_t)(b->span + 2 * b->guard) * b->elem_size;
+    TU_OK(frost__dev_alloc(dev, d->bytes + 16, &d->base));
+    if (!d->base)
+        return NULL;
+    d->alloc = (char *)d->base + shift;
+    TU_OK(frost__dev_copy_htod(dev, d->alloc, b->alloc, d->bytes));
+    return d->alloc + (size_t)b->guard * b->elem_size;
+}
+
+/* got vs ref over the whole allocation: NaN must match NaN, else atol + rtol |ref|. */
+static void compare(const char *what, const tu_buf *got, const tu_buf *ref, double atol, double rtol)
+{
+    int64_t bad = 0, worst_at = 0;
+    double worst = -INFINITY, wg = 0, wr = 0;
+    for (int64_t e = -got->guard; e < got->span + got->guard; e++) {
+        const double g = tu_buf_get(got, e), f = tu_buf_get(ref, e);
+        double excess;
+        if (isnan(f) || isnan(g))
+            excess = isnan(f) && isnan(g) ? -INFINITY : INFINITY;
+        else
+            excess = fabs(g - f) - (atol + rtol * fabs(f));
+        if (excess > 0)
+            bad++;
+        if (excess > worst)
+            worst = excess, worst_at = e, wg = g, wr = f;
+    }
+    if (bad)
+        tu_failf("%s: %lld element(s) off (atol %.3g, rtol %.3g); worst at offset %lld: got %.9g, ref %.9g", what,
+                 (long long)bad, atol, rtol, (long long)worst_at, wg, wr);
+}
+
+/* Runs g on the GPU `repeat` times: inputs copied whole, outputs from their poisoned (or,
+ * for running statistics, initial) host copies; results of run 0 land in r->gpu[], later
+ * runs must reproduce them bit for bit. */
+static int run_gpu(run *r, frost_graph *g, const frost__device *dev, int backward, int repeat)
+{
+    const ccase *c = r->c;
+    char kb[16];
+    snprintf(kb, sizeof kb, "%d", c->tile_kb);
+    if (c->tile_kb)
+        setenv("FROST_CNORM_TILE_KB", kb, 1);
+    frost_build_options opt = {.engine = "cuda"};
+    frost_status s = frost_graph_build(g, &opt);
+    unsetenv("FROST_CNORM_TILE_KB");
+    if (s != FROST_OK) {
+        tu_failf("cuda build failed: %s: %s", frost_status_name(s), frost_last_error());
+        return 0;
+    }
+    size_t ws_bytes = 0;
+    void *ws = NULL;
+    TU_OK(frost_graph_workspace_size(g, &ws_bytes));
+    if (ws_bytes)
+        TU_OK(frost__dev_alloc(dev, ws_bytes, &ws));
+    tu_buf first[T_COUNT];
+    memset(first, 0, sizeof first);
+    for (int rep = 0; rep < repeat; rep++) {
+        dev_buf d[T_COUNT];
+        frost_binding b[T_COUNT];
+        int nb = 0;
+        for (int t = 0; t < T_COUNT; t++) {
+            memset(&d[t], 0, sizeof d[t]);
+            if (!r->id[t])
+                continue;
+            if (rep == 1 && is_output(c, t, backward)) { /* keep run 0; run again from the same start */
+                TU_CHECK(tu_buf_alloc(&first[t], r->gpu[t].dtype, r->gpu[t].rank, r->gpu[t].dims,
+                                      r->gpu[t].strides, 0));
+                memcpy(first[t].alloc, r->gpu[t].alloc, (size_t)(r->gpu[t].span + 2 * r->gpu[t].guard) *
+                                                            r->gpu[t].elem_size);
+                tu_buf_poison(&r->gpu[t]);
+            }
+            /* misaligned: every base one element past a 16-byte boundary */
+            const tu_buf *src = is_output(c, t, backward) ? &r->gpu[t] : &r->cpu[t];
+            b[nb++] = (frost_binding){r->id[t], to_device(dev, src, &d[t], c->misalign ? src->elem_size : 0)};
+        }
+        TU_OK(frost_graph_execute(g, b, nb, ws, NULL));
+        TU_OK(frost__dev_synchronize(dev));
+        for (int t = 0; t < T_COUNT; t++) {
+            if (r->id[t] && is_output(c, t, backward)) {
+                TU_OK(frost__dev_copy_dtoh(dev, r->gpu[t].alloc, d[t].alloc, d[t].bytes));
+                if (rep > 0 && memcmp(first[t].alloc, r->gpu[t].alloc, d[t].bytes) != 0)
+                    tu_failf("run %d: %s differs bitwise from run 1 (not deterministic)", rep + 1, names[t]);
+            }
+            if (d[t].base)
+                frost__dev_free(dev, d[t].base);
+        }
+    }
+    for (int t = 0; t < T_COUNT; t++)
+        tu_buf_free(&first[t]);
+    if (ws)
+        frost__dev_free(dev, ws);
+    return 1;
+}
+
+static void run_cpu(run *r, frost_graph *g)
+{
+    frost_build_options opt = {.engine = "ref"};
+    TU_OK(frost_graph_build(g, &opt));
+    size_t ws_bytes = 0;
+    TU_OK(frost_graph_workspace_size(g, &ws_bytes));
+    void *ws = ws_bytes ? malloc(ws_bytes) : NULL;
+    frost_binding b[T_COUNT];
+    int nb = 0;
+    for (int t = 0; t < T_COUNT; t++)
+        if (r->id[t])
+            b[nb++] = (frost_binding){r->id[t], r->cpu[t].data};
+    TU_OK(frost_graph_execute(g, b, nb, ws, NULL));
+    free(ws);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Magnitudes for the tolerances                                                         */
+/* ---------------------------------------------------------------------------------- */
+
+typedef struct mags {
+    double x, xhat, rstd, w, b, dy;
+} mags;
+
+static double at(const run *r, int t, int64_t n, int64_t c, int64_t s)
+{
+    const tu_buf *b = &r->cpu[t];
+    const int64_t h = s / r->c->w, w = s % r->c->w;
+    return tu_buf_get(b, n * b->strides[0] + c * b->strides[1] + h * b->strides[2] + w * b->strides[3]);
+}
+
+static double chan(const tu_buf *b, int64_t c)
+{
+    return tu_buf_get(b, c * b->strides[b->rank == 1 ? 0 : 1]);
+}
+
+/* Per set (the reference's own definition), the largest rstd and |x_hat|. */
+static mags measure(const run *r)
+{
+    const ccase *c = r->c;
+    const int64_t hw = c->h * c->w, cg = c->kind == GN ? c->c / c->groups : 1;
+    const int64_t sets = c->kind == BN ? c->c : c->n * (c->c / cg);
+    mags m = {0, 0, 0, 0, 0, 0};
+    for (int64_t ch = 0; ch < c->c; ch++) {
+        m.w = fmax(m.w, c->scale ? fabs(chan(&r->cpu[T_SCALE], ch) + (c->zc ? 1.0 : 0.0)) : 1.0);
+        m.b = c->bias ? fmax(m.b, fabs(chan(&r->cpu[T_BIAS], ch))) : 0.0;
+    }
+    for (int64_t i = 0; i < sets; i++) {
+        const int64_t n0 = c->kind == BN ? 0 : i / (c->c / cg), n1 = c->kind == BN ? c->n : n0 + 1;
+        const int64_t c0 = c->kind == BN ? i : (i % (c->c / cg)) * cg, c1 = c->kind == BN ? i + 1 : c0 + cg;
+        double s = 0, q = 0, cnt = (double)((n1 - n0) * (c1 - c0) * hw), mean, rstd;
+        for (int64_t n = n0; n < n1; n++)
+            for (int64_t ch = c0; ch < c1; ch++)
+                for (int64_t e = 0; e < hw; e++)
+                    s += at(r, T_X, n, ch, e);
+        mean = s / cnt;
+        for (int64_t n = n0; n < n1; n++)
+            for (int64_t ch = c0; ch < c1; ch++)
+                for (int64_t e = 0; e < hw; e++)
+                    q += (at(r, T_X, n, ch, e) - mean) * (at(r, T_X, n, ch, e) - mean);
+        rstd = 1.0 / sqrt(q / cnt + 1e-5);
+        if (c->kind == BN && c->inference) {
+            mean = chan(&r->cpu[T_RMEAN], i);
+            rstd = 1.0 / sqrt(chan(&r->cpu[T_RVAR], i) + 1e-5);
+        }
+        m.rstd = fmax(m.rstd, rstd);
+        for (int64_t n = n0; n < n1; n++)
+            for (int64_t ch = c0; ch < c1; ch++)
+                for (int64_t e = 0; e < hw; e++) {
+                    const double x = at(r, T_X, n, ch, e);
+                    m.x = fmax(m.x, fabs(x));
+                    m.xhat = fmax(m.xhat, fabs((x - mean) * rstd));
+                    if (c->backward)
+                        m.dy = fmax(m.dy, fabs(at(r, T_DY, n, ch, e)));
+                }
+    }
+    return m;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* One case                                                                              */
+/* ---------------------------------------------------------------------------------- */
+
+static const char *const kind_names[] = {"groupnorm", "instancenorm", "batchnorm"};
+
+static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cpu, frost_context *gpu)
+{
+    char desc[320];
+    snprintf(desc, sizeof desc,
+             "%s: %s %s [%lld, %lld, %lld, %lld] G %d %s gap %d scale %d bias %d%s%s%s%s saved %d%s offset %g tile_kb %d",
+             c->name, kind_names[c->kind], frost_dtype_name(c->dtype), (long long)c->n, (long long)c->c,
+             (long long)c->h, (long long)c->w, c->groups, c->nhwc ? "nhwc" : "nchw", c->n_gap, c->scale, c->bias,
+             c->zc ? " zc" : "", c->inference ? " inference" : "", c->running ? " running" : "",
+             c->backward ? " +bwd" : "", c->saved, c->misalign ? " misaligned" : "", c->offset, c->tile_kb);
+    tu_set_context("test_chan_norm_gpu", seed, index, desc);
+    const frost__device *dev = gpu->device;
+    tu_rng rng = tu_rng_make(seed * 1000003u + (uint64_t)index);
+    run r;
+    memset(&r, 0, sizeof r);
+    r.c = c;
+    alloc_all(&r, &rng);
+    const mags m = measure(&r);
+    const int64_t hw = c->h * c->w;
+    const double set_m = c->kind == BN ? (double)(c->n * hw) : (double)(c->kind == GN ? c->c / c->groups : 1) * hw;
+    const double u = tu_eps(c->dtype), u32 = ldexp(1.0, -24);
+    const double E = 32 * (log2(2.0 * set_m + 2) + sqrt(set_m)) * u32;
+    const double np = (double)(c->n * hw) + 1, Ep = 32 * (log2(2.0 * np) + sqrt(np)) * u32;
+
+    /* forward (its statistics feed the backward) */
+    frost_graph *gc = make_graph(&r, cpu, 0);
+    run_cpu(&r, gc);
+    frost_graph *gg = make_graph(&r, gpu, 0);
+    const int updates = c->running && !c->inference;
+    if (gg && run_gpu(&r, gg, dev, 0, updates ? 1 : 2)) {
+        compare("y", &r.gpu[T_Y], &r.cpu[T_Y], E * (m.rstd * (m.x + 1) * m.w + m.b + 1), 2.5 * u);
+        if (r.id[T_MEAN])
+            compare("mean", &r.gpu[T_MEAN], &r.cpu[T_MEAN], E * (m.x + 1), 0);
+        if (r.id[T_RSTD])
+            compare("inv_std", &r.gpu[T_RSTD], &r.cpu[T_RSTD], 1e-30, E * (1 + m.xhat * m.xhat));
+        if (updates) {
+            compare("running_mean", &r.gpu[T_RMEAN], &r.cpu[T_RMEAN], E * (m.x + 1), 0);
+            compare("running_var", &r.gpu[T_RVAR], &r.cpu[T_RVAR], 1e-6, E * (1 + m.xhat * m.xhat));
+        }
+        char explain[4096];
+        TU_OK(frost_graph_explain(gg, explain, sizeof explain, NULL));
+        if (c->n > 0 && !strstr(explain, "chan_norm_fwd.cu:cnorm_fwd_kernel"))
+            tu_failf("explain does not name the cuda kernel:\n%s", explain);
+        /* these cases are sized to exceed one wave of 16 KB tiles on a GPU of <= 140 SMs */
+        if (strstr(c->name, "fallback") && dev->sm_count <= 140 && !strstr(explain, "second read of x"))
+            tu_failf("expected the three-kernel fallback:\n%s", explain);
+    }
+    frost_graph_destroy(gc);
+    frost_graph_destroy(gg);
+
+    /* backward, three times on the GPU */
+    if (c->backward) {
+        gc = make_graph(&r, cpu, 1);
+        run_cpu(&r, gc);
+        gg = make_graph(&r, gpu, 1);
+        if (gg && run_gpu(&r, gg, dev, 1, 3)) {
+            compare("dx", &r.gpu[T_DX], &r.cpu[T_DX], E * m.rstd * (m.dy * m.w * (1 + m.xhat * m.xhat) + 1e-3),
+                    2.5 * u);
+            const double pt = Ep * np * (m.dy * (1 + m.xhat) + 1e-3);
+            if (r.id[T_DSCALE])
+                compare("d_scale", &r.gpu[T_DSCALE], &r.cpu[T_DSCALE], pt, 0);
+            if (r.id[T_DBIAS])
+                compare("d_bias", &r.gpu[T_DBIAS], &r.cpu[T_DBIAS], pt, 0);
+        }
+        frost_graph_destroy(gc);
+        frost_graph_destroy(gg);
+    }
+    free_all(&r);
+}
+
+static ccase random_case(uint64_t seed, int index)
+{
+    static const int64_t channels[] = {1, 3, 8, 16, 24, 32, 64, 96, 128, 256, 320};
+    static const frost_dtype dts[] = {FROST_F32, FROST_F16, FROST_BF16};
+    tu_rng rng = tu_rng_make(seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(index + 1)));
+    ccase c;
+    memset(&c, 0, sizeof c);
+    c.name = "random";
+    c.kind = (int)tu_int(&rng, 0, 2);
+    c.dtype = dts[tu_int(&rng, 0, 2)];
+    c.c = channels[tu_int(&rng, 0, (int64_t)(sizeof channels / sizeof channels[0]) - 1)];
+    c.h = tu_int(&rng, 1, 40);
+    c.w = tu_int(&rng, 0, 2) == 0 ? 8 * tu_int(&rng, 1, 8) : tu_int(&rng, 1, 40);
+    const int64_t per_sample = c.c * c.h * c.w;
+    c.n = tu_int(&rng, 1, (1 << 19) / per_sample + 1 < 40 ? (1 << 19) / per_sample + 1 : 40);
+    if (c.kind == BN && c.n * c.h * c.w < 2)
+        c.n = 2;
+    int64_t g = tu_int(&rng, 1, c.c);
+    while (c.c % g != 0)
+        g--;
+    c.groups = (int)g;
+    c.nhwc = (int)tu_int(&rng, 0, 1);
+    c.n_gap = tu_int(&rng, 0, 3) == 0 ? (int)(tu_int(&rng, 0, 1) ? 8 : tu_int(&rng, 1, 5)) : 0;
+    c.scale = (int)tu_int(&rng, 0, 3);
+    c.bias = (int)tu_int(&rng, 0, 2);
+    c.zc = c.scale && tu_int(&rng, 0, 3) == 0;
+    c.inference = tu_int(&rng, 0, 4) == 0;
+    c.running = c.kind == BN && (c.inference || tu_int(&rng, 0, 1));
+    c.backward = !c.inference && tu_int(&rng, 0, 4) != 0;
+    c.saved = (int)tu_int(&rng, 0, 3);
+    c.misalign = tu_int(&rng, 0, 7) == 0;
+    c.offset = tu_uniform(&rng, -1.0, 3.0);
+    c.tile_kb = tu_int(&rng, 0, 4) == 0 ? 16 : 0;
+    return c;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Refusals                                                                              */
+/* ---------------------------------------------------------------------------------- */
+
+/* A GroupNorm whose x has `strides`, and y given with `y_strides` (NULL: frost's). */
+static void expect_refusal(frost_context *gpu, const int64_t *strides, const int64_t *y_strides, const char *needle)
+{
+    const int64_t dims[4] = {2, 8, 6, 5};
+    frost_graph *g = NULL;
+    TU_OK(frost_graph_create(gpu, &g));
+    if (!g)
+        return;
+    frost_tensor_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = "x", d.dtype = FROST_BF16, d.rank = 4;
+    for (int i = 0; i < 4; i++)
+        d.dims[i] = dims[i], d.strides[i] = strides[i];
+    frost_tensor x = 0, y = FROST_TENSOR_AUTO;
+    TU_OK(frost_graph_add_tensor(g, &d, &x));
+    if (y_strides) {
+        d.name = "y";
+        for (int i = 0; i < 4; i++)
+            d.strides[i] = y_strides[i];
+        TU_OK(frost_graph_add_tensor(g, &d, &y));
+    }
+    frost_channel_norm_desc nd = {.x = x, .num_groups = 2};
+    frost_norm_outputs o = {.y = y};
+    TU_OK(frost_graph_add_groupnorm(g, &nd, &o));
+    frost_build_options opt = {.engine = "cuda"};
+    TU_CHECK_STATUS(frost_graph_build(g, &opt), FROST_NOT_SUPPORTED);
+    if (!strstr(frost_last_error(), needle))
+        tu_failf("refusal message lacks \"%s\": %s", needle, frost_last_error());
+    frost_graph_destroy(g);
+}
+
+static void check_refusals(frost_context *gpu)
+{
+    tu_set_context("test_chan_norm_gpu", 0, -1, "refusals");
+    const int64_t nchw[4] = {240, 30, 5, 1}, nhwc[4] = {240, 1, 40, 8};
+    const int64_t swapped_hw[4] = {240, 30, 1, 6}; /* W outer, H inner: neither layout */
+    expect_refusal(gpu, swapped_hw, NULL, "cuda channel norms need NCHW or NHWC layout");
+    expect_refusal(gpu, swapped_hw, NULL, "X's strides are [240, 30, 1, 6]");
+    expect_refusal(gpu, nhwc, nchw, "every data tensor in one layout; X is NHWC but Y's strides are [240, 30, 5, 1]");
+}
+
+int main(void)
+{
+    frost_context *gpu = tu_cuda_context_or_skip();
+    frost_context *cpu = NULL;
+    TU_OK(frost_context_create(NULL, &cpu));
+    const uint64_t seed = tu_seed(20261202);
+    const int filter = tu_case_filter(), small = getenv("FROST_TEST_SMALL") && atoi(getenv("FROST_TEST_SMALL"));
+    int run_count = 0;
+    for (int i = 0; i < NUM_TABLE + NUM_RANDOM; i++) {
+        if ((filter >= 0 && i != filter) || (small && (i >= NUM_TABLE || !table[i].small)))
+            continue;
+        const ccase c = i < NUM_TABLE ? table[i] : random_case(seed, i);
+        tu_case_begin();
+        run_case(&c, seed, i, cpu, gpu);
+        tu_case_end();
+        run_count++;
+    }
+    if (filter < 0) {
+        tu_case_begin();
+        check_refusals(gpu);
+        tu_case_end();
+        run_count++;
+    }
+    frost_context_destroy(cpu);
+    frost_context_destroy(gpu);
+    return tu_finish(run_count);
+}
