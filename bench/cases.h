@@ -30,16 +30,16 @@ typedef enum {
     OP_IN_FWD, OP_IN_BWD, OP_BN_FWD, OP_BN_BWD, OP_ADALN_FWD, OP_ADALN_BWD, OP_N
 } bench_op;
 static const char *const op_names[OP_N] = {
-    "sdpa_fwd",         "sdpa_bwd",         "rmsnorm_fwd",    "rmsnorm_bwd",     "layernorm_fwd",
-    "layernorm_bwd",    "groupnorm_fwd",    "groupnorm_bwd",  "instancenorm_fwd", "instancenorm_bwd",
-    "batchnorm_fwd",    "batchnorm_bwd",    "adalayernorm_fwd", "adalayernorm_bwd"};
+    "sdpa_fwd",      "sdpa_bwd",      "rmsnorm_fwd",      "rmsnorm_bwd",      "layernorm_fwd",    "layernorm_bwd",
+    "groupnorm_fwd", "groupnorm_bwd", "instancenorm_fwd", "instancenorm_bwd", "batchnorm_fwd",    "batchnorm_bwd",
+    "adalayernorm_fwd", "adalayernorm_bwd"};
 
 typedef struct bcase {
     bench_op op;
     frost_dtype dtype;
     int64_t b, h_q, h_kv, s_q, s_kv, d, d_v; /* attention; AdaLayerNorm uses b, s_q and c */
     int causal, bshd;
-    int64_t rows, cols;       /* RMSNorm, LayerNorm */
+    int64_t rows, cols;         /* RMSNorm, LayerNorm */
     int64_t n, c, h, w, groups; /* channel norms: X [n, c, h, w]; groups for GroupNorm */
     int nchw;                   /* channel norms: contiguous NCHW instead of channels-last NHWC */
 } bcase;

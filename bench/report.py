@@ -20,7 +20,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peers import ADALN_OPS, CNORM_OPS, IMPLS, SDPA_OPS, label, normalize  # noqa: E402  (one definition of the keys)
+from peers import (ADALN_OPS, CNORM_OPS, IMPLS, SDPA_OPS,  # noqa: E402  (one definition of the keys)
+                   label, normalize)
 
 # The targets (GB/s, bytes as in docs/PERF.md): op -> (shapes [n, c, h, w], GB/s);
 # NHWC bf16 only.
