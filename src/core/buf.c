@@ -52,3 +52,12 @@ const char *frost__buf_str(const frost__buf *b)
 {
     return b->data ? b->data : "";
 }
+
+void frost__buf_copy_out(const frost__buf *b, char *dst, size_t cap)
+{
+    if (cap == 0)
+        return;
+    size_t n = b->len < cap - 1 ? b->len : cap - 1;
+    memcpy(dst, frost__buf_str(b), n);
+    dst[n] = '\0';
+}

@@ -537,11 +537,7 @@ frost_status frost_graph_explain(const frost_graph *graph, char *buf, size_t cap
     }
     if (len)
         *len = out.len;
-    if (cap > 0) {
-        size_t n = out.len < cap - 1 ? out.len : cap - 1;
-        memcpy(buf, frost__buf_str(&out), n);
-        buf[n] = '\0';
-    }
+    frost__buf_copy_out(&out, buf, cap);
     frost__buf_free(&out);
     return FROST_OK;
 }

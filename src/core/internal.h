@@ -53,6 +53,8 @@ void frost__buf_printf(frost__buf *b, const char *fmt, ...) FROST__PRINTF(2, 3);
 void frost__buf_vprintf(frost__buf *b, const char *fmt, va_list ap);
 void frost__buf_free(frost__buf *b);
 const char *frost__buf_str(const frost__buf *b); /* "" when empty */
+/* Copies b into dst (cap bytes including the NUL; truncates; nothing when cap is 0). */
+void frost__buf_copy_out(const frost__buf *b, char *dst, size_t cap);
 
 /* ------------------------------------------------------------------------------------ */
 /* Dtypes on the host                                                                    */

@@ -102,11 +102,7 @@ frost_status frost_engine_op_support(const frost_context *ctx, int engine_index,
     } else {
         frost__buf_printf(&text, "%s", impl->coverage ? impl->coverage : "supported");
     }
-    if (cap > 0) {
-        size_t n = text.len < cap - 1 ? text.len : cap - 1;
-        memcpy(buf, frost__buf_str(&text), n);
-        buf[n] = '\0';
-    }
+    frost__buf_copy_out(&text, buf, cap);
     frost__buf_free(&text);
     return s;
 }
