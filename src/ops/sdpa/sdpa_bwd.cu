@@ -180,14 +180,19 @@ FROST_DEVICE bool band_has(const band *m, int i, int j)
 }
 
 #if BIAS
-/* Bias of (i, j) times log2(e); bias points at (b, h) already. */
-FROST_DEVICE float bias_log2(const void *bias, const int64_t *str, int i, int j)
+/* The bias enters as the initial value of the score accumulator, divided by the scale:
+ * (q.k + bias / scale) * scale * log2(e) is the base-2 logit, and the loads are issued
+ * before the products instead of holding registers while P is formed.  Elements outside
+ * the actual lengths read nothing (0).  bias points at (b, h) already. */
+FROST_DEVICE float bias_over_scale(const void *bias, const int64_t *str, int i, int j, const band *m, float inv_scale)
 {
+    if (i >= m->len_q || j >= m->len_kv)
+        return 0.f;
     const int64_t at = i * str[2] + j * str[3];
 #if BIAS == 1
-    return ((const float *)bias)[at] * FROST_LOG2E;
+    return ((const float *)bias)[at] * inv_scale;
 #else
-    return frost_to_float(((const frost_io *)bias)[at]) * FROST_LOG2E;
+    return frost_to_float(((const frost_io *)bias)[at]) * inv_scale;
 #endif
 }
 FROST_DEVICE const void *bias_at(const sdpa_bwd_params *p, int b, int h)
@@ -289,6 +294,10 @@ extern "C" __global__ void __launch_bounds__(256) sdpa_bwd_dsink(PARAMS p)
 #define KV_NKT (DQK_P / KV_WQ / 8)
 #define KV_NVT (DV_P / KV_WQ / 8)
 #define LD_P (KV_BM + 8)
+/* Blocks per SM that ptxas must allow for: two while both head dims fit in 64 (2 x 8 warps
+ * at <= 128 registers; shared memory allows it), else one, which lets the dK/dV
+ * accumulators use up to 255 registers without spilling. */
+#define KV_MIN_BLOCKS (DQK_P + DV_P <= 128 ? 2 : 1)
 static_assert(KV_NW % (KV_BN / 16) == 0 && (KV_WQ == 1 || KV_WQ == 2), "KV_NW must be KV_BN/16 or twice that");
 static_assert(KV_QSPAN % 16 == 0, "each warp's query strip must be a multiple of 16");
 
@@ -324,7 +333,7 @@ FROST_DEVICE void kv_load_queries(const sdpa_bwd_params *p, uint16_t *smem, int 
     frost_cp_async_commit();
 }
 
-extern "C" __global__ void __launch_bounds__(KV_NT) sdpa_bwd_dkdv(PARAMS p)
+extern "C" __global__ void __launch_bounds__(KV_NT, KV_MIN_BLOCKS) sdpa_bwd_dkdv(PARAMS p)
 {
     extern __shared__ __align__(16) uint16_t smem[];
     const int b = blockIdx.z, hk = blockIdx.y, n0 = blockIdx.x * KV_BN;
@@ -389,9 +398,22 @@ extern "C" __global__ void __launch_bounds__(KV_NT) sdpa_bwd_dkdv(PARAMS p)
          * dS^T = P^T o (dP^T - delta).  P^T and dS^T (unscaled) go to shared memory in the
          * I/O dtype. */
         float s[KV_NQT][4], dp[KV_NQT][4];
+#if BIAS
+        const void *bias = bias_at(&p, b, hk * p.group + it / n_mt);
+        const float inv_scale = 1.f / p.scale;
+#endif
 #pragma unroll
         for (int n = 0; n < KV_NQT; n++)
-            s[n][0] = s[n][1] = s[n][2] = s[n][3] = dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.f;
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                dp[n][e] = 0.f;
+#if BIAS
+                s[n][e] = bias_over_scale(bias, p.str_bias, m0 + qc0 + n * 8 + 2 * t + (e & 1),
+                                          n0 + kr0 + g + 8 * (e >> 1), &m, inv_scale);
+#else
+                s[n][e] = 0.f;
+#endif
+            }
 #pragma unroll
         for (int kk = 0; kk < DQK_P / 16; kk++) {
             uint32_t a[4], b0[2], b1[2];
@@ -403,23 +425,12 @@ extern "C" __global__ void __launch_bounds__(KV_NT) sdpa_bwd_dkdv(PARAMS p)
                 frost_mma_16816(s[2 * jj + 1], a, b1);
             }
         }
-#if BIAS
-        const void *bias = bias_at(&p, b, hk * p.group + it / n_mt);
-#endif
 #pragma unroll
         for (int n = 0; n < KV_NQT; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int j = n0 + kr0 + g + 8 * (e >> 1), qc = qc0 + n * 8 + 2 * t + (e & 1), i = m0 + qc;
-                float pe = 0.f;
-                if (band_has(&m, i, j)) {
-                    float x = s[n][e] * p.scale_log2;
-#if BIAS
-                    x += bias_log2(bias, p.str_bias, i, j);
-#endif
-                    pe = frost_exp2_approx(x - lse2[qc]);
-                }
-                s[n][e] = pe;
+                s[n][e] = band_has(&m, i, j) ? frost_exp2_approx(s[n][e] * p.scale_log2 - lse2[qc]) : 0.f;
             }
 #pragma unroll
         for (int kk = 0; kk < DV_P / 16; kk++) {
@@ -558,8 +569,9 @@ FROST_DEVICE void q_load_keys(const sdpa_bwd_params *p, uint16_t *smem, int stag
                         (p->vec >> OPD_V) & 1, threadIdx.x, Q_NT);
 }
 
-/* dS (f32, C-fragment order) of this warp's 16 rows against keys [n0, n0 + Q_BN): S, then
- * P in place (before dP is live: lower peak register count), then dP and dS. */
+/* dS (f32, C-fragment order) of this warp's 16 rows against keys [n0, n0 + Q_BN): S (the
+ * bias preloaded, see bias_over_scale), then P in place (before dP is live: lower peak
+ * register count), then dP and dS. */
 FROST_DEVICE void q_tile_ds(float ds[Q_NKT][4], const sdpa_bwd_params *p, const uint16_t *smem, int stage,
                             const qrows *r, int n0, const band *m, const void *bias)
 {
@@ -567,9 +579,21 @@ FROST_DEVICE void q_tile_ds(float ds[Q_NKT][4], const sdpa_bwd_params *p, const 
     const uint16_t *sQ = smem, *sdO = smem + Q_SMEM_DO;
     const uint16_t *sK = smem + Q_SMEM_K + stage * Q_BN * LD_QK, *sV = smem + Q_SMEM_V + stage * Q_BN * LD_V;
     float dp[Q_NKT][4];
+#if BIAS
+    const float inv_scale = 1.f / p->scale;
+#endif
 #pragma unroll
     for (int n = 0; n < Q_NKT; n++)
-        ds[n][0] = ds[n][1] = ds[n][2] = ds[n][3] = dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.f;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            dp[n][e] = 0.f;
+#if BIAS
+            ds[n][e] = bias_over_scale(bias, p->str_bias, r->i[e >> 1], n0 + n * 8 + 2 * t + (e & 1), m, inv_scale);
+#else
+            ds[n][e] = 0.f;
+#endif
+        }
+    (void)bias;
 #pragma unroll
     for (int kk = 0; kk < DQK_P / 16; kk++) {
         uint32_t a[4], b0[2], b1[2];
@@ -586,17 +610,8 @@ FROST_DEVICE void q_tile_ds(float ds[Q_NKT][4], const sdpa_bwd_params *p, const 
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int i = r->i[e >> 1], j = n0 + n * 8 + 2 * t + (e & 1);
-            float pe = 0.f;
-            if (band_has(m, i, j)) {
-                float x = ds[n][e] * p->scale_log2;
-#if BIAS
-                x += bias_log2(bias, p->str_bias, i, j);
-#endif
-                pe = frost_exp2_approx(x - r->lse2[e >> 1]);
-            }
-            ds[n][e] = pe;
+            ds[n][e] = band_has(m, i, j) ? frost_exp2_approx(ds[n][e] * p->scale_log2 - r->lse2[e >> 1]) : 0.f;
         }
-    (void)bias;
 #pragma unroll
     for (int kk = 0; kk < DV_P / 16; kk++) {
         uint32_t a[4], b0[2], b1[2];
@@ -626,7 +641,7 @@ FROST_DEVICE const void *q_bias(const sdpa_bwd_params *p, int b, int h)
 }
 
 /* Grid (ceil(s_q / Q_BM), h_q, b). */
-extern "C" __global__ void __launch_bounds__(Q_NT) sdpa_bwd_dq(PARAMS p)
+extern "C" __global__ void __launch_bounds__(Q_NT, 2) sdpa_bwd_dq(PARAMS p)
 {
     extern __shared__ __align__(16) uint16_t smem[];
     const int b = blockIdx.z, h = blockIdx.y, hk = h / p.group, m0 = blockIdx.x * Q_BM;
@@ -723,8 +738,9 @@ extern "C" __global__ void __launch_bounds__(Q_NT) sdpa_bwd_dq(PARAMS p)
 
 /* dBias broadcast over b and/or h.  Grid (ceil(s_kv / Q_BN), ceil(s_q / Q_BM), groups):
  * group z = (bias b) * (h groups) + (bias h).  Sums dS over the reduced (b, h) in order. */
-extern "C" __global__ void __launch_bounds__(Q_NT) sdpa_bwd_dbias(PARAMS p)
+extern "C" __global__ void __launch_bounds__(Q_NT, 2) sdpa_bwd_dbias(PARAMS p)
 {
+#if BIAS /* d_bias needs a bias: without one the entry is never launched, so it stays empty */
     extern __shared__ __align__(16) uint16_t smem[];
     const int h_groups = p.dbias_reduce_h ? 1 : p.h_q;
     const int bb = blockIdx.z / h_groups, bh = blockIdx.z % h_groups;
@@ -770,4 +786,7 @@ extern "C" __global__ void __launch_bounds__(Q_NT) sdpa_bwd_dbias(PARAMS p)
             if (i < p.s_q && j < p.s_kv)
                 dbias[i * p.str_dbias[2] + j * p.str_dbias[3]] = acc[n][e];
         }
+#else
+    (void)p;
+#endif
 }
