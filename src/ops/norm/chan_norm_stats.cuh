@@ -275,8 +275,15 @@ static __device__ __noinline__ cnorm_stat cn_merge_set(const cnorm_params *p, in
     const int lane = threadIdx.x & 31, k = p->k_tiles;
     const int begin = (int)(((int64_t)lane * k) / 32), end = (int)(((int64_t)(lane + 1) * k) / 32);
     cnorm_stat acc = cn_stat_zero();
-    for (int i = begin; i < end; i++)
-        acc = cn_merge(acc, cn_load_part(p, seg * k + i, j, floats));
+    for (int i = begin; i < end; i += 4) { /* four L2 round trips in flight, merged in order */
+        cnorm_stat part[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            part[u] = i + u < end ? cn_load_part(p, seg * k + i + u, j, floats) : cn_stat_zero();
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            acc = cn_merge(acc, part[u]);
+    }
 #pragma unroll
     for (int m = 1; m < 32; m <<= 1) {
         const cnorm_stat other = cn_shfl_stat(acc, m);
