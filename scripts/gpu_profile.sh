@@ -7,7 +7,8 @@
 #
 # Each line of CASES_FILE (default: the norm cases below) is a frost-bench argument list;
 # every kernel the case launches is profiled once, clocks left free (--clock-control none),
-# caches flushed between kernels.  Per case, $OUT/prof-N.txt has the full ncu sections and
+# caches flushed between kernels.  $OUT/prof.txt has the full ncu sections (lines prefixed
+# with the case number), prof-csv.txt the raw metrics, explain.txt the plans, and
 # $OUT/profile.txt one summary line per kernel: time, DRAM bytes and throughput, achieved
 # occupancy, registers, grid and block.  Also writes $OUT/copy.txt: torch's device copy of
 # the same byte counts (the per-shape bandwidth ceiling) when torch is present.
@@ -36,6 +37,7 @@ default_cases() {
 --op rmsnorm_bwd --rows 4096 --cols 16384
 --op groupnorm_fwd,groupnorm_bwd --n 32 --c 512 --height 64 --width 64 --groups 32 --layout nhwc
 --op batchnorm_fwd,batchnorm_bwd --n 32 --c 512 --height 64 --width 64 --layout nhwc
+--op groupnorm_fwd,groupnorm_bwd,batchnorm_fwd,batchnorm_bwd --n 128 --c 256 --height 32 --width 32 --groups 32 --layout nhwc
 EOF
 }
 
@@ -43,20 +45,23 @@ if [[ $# -ge 1 ]]; then mapfile -t CASES <"$1"; else mapfile -t CASES < <(defaul
 
 METRICS=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size,launch__block_size,launch__shared_mem_per_block_dynamic,lts__t_sector_hit_rate.pct
 : >"$OUT/profile.txt"
+: >"$OUT/explain.txt"
+: >"$OUT/prof.txt"
+: >"$OUT/prof-csv.txt"
 i=0
 for args in "${CASES[@]}"; do
     [[ -z $args || $args == \#* ]] && continue
     i=$((i + 1))
     # shellcheck disable=SC2086  # args is an argument list
-    "$BUILD/tools/frost-bench" $args --runs 1 --warmup 0 --exact --explain >"$OUT/explain-$i.txt" 2>&1
+    "$BUILD/tools/frost-bench" $args --runs 1 --warmup 0 --exact --explain 2>&1 | sed "s/^/[$i] /" >>"$OUT/explain.txt"
     # shellcheck disable=SC2086
     timeout 120 ncu --clock-control none --cache-control all -c 8 \
         --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
         --section MemoryWorkloadAnalysis --section SchedulerStats \
-        "$BUILD/tools/frost-bench" $args --runs 1 --warmup 0 --exact >"$OUT/prof-$i.txt" 2>&1
+        "$BUILD/tools/frost-bench" $args --runs 1 --warmup 0 --exact 2>&1 | sed "s/^/[$i] /" >>"$OUT/prof.txt"
     # shellcheck disable=SC2086
     timeout 120 ncu --clock-control none --cache-control all -c 8 --csv --print-units base --metrics "$METRICS" \
-        "$BUILD/tools/frost-bench" $args --runs 1 --warmup 0 --exact 2>/dev/null |
+        "$BUILD/tools/frost-bench" $args --runs 1 --warmup 0 --exact 2>/dev/null | tee -a "$OUT/prof-csv.txt" |
         python3 -c '
 import csv, sys
 rows = [r for r in csv.reader(l for l in sys.stdin if l.startswith("\""))]
@@ -78,7 +83,7 @@ for (i, k), m in by.items():
     rm -f "$OUT/profile-$i.tmp"
 done
 
-python3 - >"$OUT/copy.txt" 2>&1 <<'EOF'
+[[ ${PROFILE_COPY:-1} == 1 ]] && python3 - >"$OUT/copy.txt" 2>&1 <<'EOF'
 import torch
 def t(nbytes):
     n = nbytes // 2
@@ -99,4 +104,4 @@ for rows, cols in [(16384, 4096), (32768, 4096), (8192, 8192), (65536, 1024), (1
     b = rows * cols * 2
     print(f"{rows} x {cols}: {b / 1e6:.1f} MB: {t(b):.0f} GB/s")
 EOF
-cat "$OUT/profile.txt" "$OUT/copy.txt"
+cat "$OUT/profile.txt"; [[ -f $OUT/copy.txt ]] && cat "$OUT/copy.txt"
