@@ -90,6 +90,24 @@ static const tile_rule tile_rules[2][3] = {
 #define RING_MAX_BYTES (96 * 1024)
 #define RING_MAX_2_BYTES (128 * 1024)
 
+/* Developer tuning (docs/CONTRIBUTING-GPU.md): FROST_NORM_TUNE="name=value,..." overrides
+ * the table for experiments on a GPU; unset, the table rules.  Names: nv (nv_pref),
+ * group (max_group), stages (ring depth; 0 = register prefetch), l2 (1: 256-byte L2
+ * fetches), persist (0: one row group per row, no persistent grid; forward only),
+ * bps (cap on blocks per SM), minrows (backward: rows a row group should see at least). */
+static int tune(const char *name, int dflt)
+{
+    const char *env = getenv("FROST_NORM_TUNE");
+    const size_t len = strlen(name);
+    for (const char *q = env; q && *q;) {
+        if (!strncmp(q, name, len) && q[len] == '=')
+            return atoi(q + len + 1);
+        q = strchr(q, ',');
+        q = q ? q + 1 : NULL;
+    }
+    return dflt;
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* Plans                                                                                 */
 /* ------------------------------------------------------------------------------------ */
@@ -237,9 +255,9 @@ static frost_status make_config(const frost__norm_problem *p, norm_plan *plan, f
     memset(plan, 0, sizeof *plan);
     plan->backward = p->backward;
     plan->vec = vector ? unit_elems : 1;
-    plan->group = next_pow2(ceil_div(units, rule->nv_pref));
-    if (plan->group > rule->max_group)
-        plan->group = rule->max_group;
+    plan->group = next_pow2(ceil_div(units, tune("nv", rule->nv_pref)));
+    if (plan->group > tune("group", rule->max_group))
+        plan->group = tune("group", rule->max_group);
     plan->nv = (int)ceil_div(units, plan->group);
     if (plan->nv > rule->nv_max) {
         plan->looped = 1;
@@ -253,11 +271,13 @@ static frost_status make_config(const frost__norm_problem *p, norm_plan *plan, f
         return s;
     if (vector && !plan->looped) {
         const size_t slot = (size_t)(p->backward ? 2 : 1) * (size_t)plan->nv * (size_t)plan->block * 16;
-        plan->stages = rule->stages;
+        plan->stages = tune("stages", rule->stages);
         while (plan->stages > 1 && (size_t)plan->stages * slot > RING_MAX_BYTES)
             plan->stages--;
-        if (plan->stages < 2)
+        if (plan->stages < 2 && tune("stages", -1) != 0)
             plan->stages = 2 * slot <= RING_MAX_2_BYTES ? 2 : 0;
+        if (plan->stages < 2)
+            plan->stages = 0;
         plan->ring_bytes = (size_t)plan->stages * slot;
     }
 
@@ -285,6 +305,8 @@ static frost_status make_config(const frost__norm_problem *p, norm_plan *plan, f
         frost__key_define(k, "STAGES", "%d", plan->stages);
     if (p->per_sample_params)
         frost__key_define(k, "PER_SAMPLE", NULL);
+    if (tune("l2", 0))
+        frost__key_define(k, "L2_256", NULL);
     if (p->backward) {
         plan->want_dscale = p->slot[FROST__NORM_D_SCALE].present;
         plan->want_dbias = p->slot[FROST__NORM_D_BIAS].present;
@@ -359,15 +381,17 @@ static frost_status norm_build(const frost_context *ctx, const frost__node *n, v
         return frost__fail(FROST_NOT_SUPPORTED, "cuda norm: the row ring needs %zu bytes of shared memory per block; %s "
                            "allows %zu", plan->ring_bytes, dev->name, dev->smem_per_block_optin);
     plan->blocks_per_sm = blocks_per_sm(dev, plan->kernel, plan->block, plan->ring_bytes);
+    if (plan->blocks_per_sm > tune("bps", 32))
+        plan->blocks_per_sm = tune("bps", 32);
     const int64_t groups = plan->rows_per_block_groups;
     const int64_t resident = (int64_t)dev->sm_count * plan->blocks_per_sm;
     int64_t grid = ceil_div(p->rows, groups);
-    if (grid > resident)
+    if (grid > resident && tune("persist", 1))
         grid = resident;
     if (plan->backward) {
         /* Keep the partial buffer small next to the tensors: each row group should see at
          * least 8 rows, unless that would leave SMs idle. */
-        int64_t cap = ceil_div(p->rows, groups * 8);
+        int64_t cap = ceil_div(p->rows, groups * tune("minrows", 8));
         if (cap < dev->sm_count)
             cap = dev->sm_count;
         if (grid > cap)

@@ -36,7 +36,8 @@
  *
  * Defines every norm kernel key sets: DTYPE_F32|DTYPE_F16|DTYPE_BF16, KIND_LAYER|KIND_RMS,
  * VEC, NV, GROUP, BLOCK, SCALE_DT and BIAS_DT (FROST_DT_* codes, 0 = absent); STAGES > 1
- * (vector keys) streams rows through a shared-memory ring (see below); PER_SAMPLE.
+ * (vector keys) streams rows through a shared-memory ring (see below); PER_SAMPLE; L2_256
+ * (row loads ask L2 for the whole 256-byte block around each 16-byte load).
  */
 #ifndef FROST_NORM_KERNEL_CUH
 #define FROST_NORM_KERNEL_CUH
@@ -163,7 +164,14 @@ FROST_DEVICE void norm_load_row(uint32_t *raw, const frost_io *row, int lane, in
         const int col = (k * GROUP + lane) * vec;
         if (vec > 1) {
             if (col < cols) {
+#if defined(L2_256)
+                uint32_t *r = &raw[4 * k];
+                asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+                             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                             : "l"(row + col));
+#else
                 frost_ld_stream_v4(&raw[4 * k], row + col);
+#endif
             } else {
                 raw[4 * k] = raw[4 * k + 1] = raw[4 * k + 2] = raw[4 * k + 3] = 0u;
             }
@@ -344,8 +352,13 @@ typedef struct __attribute__((aligned(16))) norm_cell {
 FROST_DEVICE void norm_cp_async_16(const void *smem_dst, const void *gmem_src, int src_bytes)
 {
     const uint32_t dst = (uint32_t)__cvta_generic_to_shared(smem_dst);
+#if defined(L2_256)
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem_src), "r"(src_bytes)
+                 : "memory");
+#else
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem_src), "r"(src_bytes)
                  : "memory");
+#endif
 }
 FROST_DEVICE void norm_cp_async_commit(void)
 {

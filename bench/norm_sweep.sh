@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# norm_sweep.sh — times the norm suite under several FROST_NORM_TUNE settings (developer
+# tuning overrides of the cuda norm configuration table, src/ops/norm/norm_cuda.c) and
+# prints GB/s per case and setting, best marked.  On a GPU machine, after a build:
+#
+#   bench/norm_sweep.sh [BUILD_DIR] [SUITE] -- "setting" "setting" ...
+#
+# "" is the table's own choice.  Writes $OUT/sweep.jsonl (each line tagged with its setting).
+set -uo pipefail
+BUILD=${1:-build-gpu}
+SUITE=${2:-norm}
+shift 2 2>/dev/null
+[[ ${1:-} == -- ]] && shift
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT"
+: >"$OUT/sweep.jsonl"
+for t in "$@"; do
+    FROST_NORM_TUNE=$t "$BUILD/tools/frost-bench" --suite "$SUITE" --json "$OUT/sweep-one.jsonl" >/dev/null 2>&1
+    sed "s/^{/{\"tune\":\"$t\",/" "$OUT/sweep-one.jsonl" >>"$OUT/sweep.jsonl"
+done
+rm -f "$OUT/sweep-one.jsonl"
+python3 - "$OUT/sweep.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+tunes = list(dict.fromkeys(r["tune"] for r in rows))
+cases = list(dict.fromkeys((r["op"], r.get("rows"), r.get("cols"), r.get("n"), r.get("c"), r.get("layout")) for r in rows))
+val = {(r["tune"], (r["op"], r.get("rows"), r.get("cols"), r.get("n"), r.get("c"), r.get("layout"))): r.get("gbps", 0) for r in rows}
+print("settings: " + "  ".join(f"[{i}] {t or 'table'}" for i, t in enumerate(tunes)))
+print(f"{'case':34s}" + "".join(f"{i:>7d}" for i in range(len(tunes))))
+for c in cases:
+    v = [val.get((t, c), 0) or 0 for t in tunes]
+    best = max(range(len(v)), key=lambda i: v[i])
+    name = f"{c[0]} {c[1]}x{c[2]}" if c[1] else f"{c[0]} n{c[3]} c{c[4]} {c[5]}"
+    print(f"{name:34s}" + "".join(f"{x:6.0f}{'*' if i == best else ' '}" for i, x in enumerate(v)))
+PY
