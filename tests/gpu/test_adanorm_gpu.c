@@ -34,11 +34,14 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "gpu_util.h"
 #include "runtime/runtime.h"
 #include "test_util.h"
 
 enum { T_X, T_SCALE, T_BIAS, T_DY, T_Y, T_MEAN, T_RSTD, T_DX, T_DSCALE, T_DBIAS, T_COUNT };
 #define FIRST_OUTPUT T_Y
+static const char *const slot_names[T_COUNT] = {"x", "scale", "bias", "dy", "y", "mean", "inv_std", "dx", "d_scale",
+                                                "d_bias"};
 
 typedef struct acase {
     const char *name;
@@ -169,22 +172,8 @@ static void free_all(run *r)
     }
 }
 
-static frost_tensor add(frost_graph *g, const char *name, const tu_buf *b)
-{
-    frost_tensor_desc d;
-    frost_tensor id = 0;
-    memset(&d, 0, sizeof d);
-    d.name = name, d.dtype = b->dtype, d.rank = b->rank;
-    for (int i = 0; i < b->rank; i++)
-        d.dims[i] = b->dims[i], d.strides[i] = b->strides[i];
-    TU_OK(frost_graph_add_tensor(g, &d, &id));
-    return id;
-}
-
 static frost_graph *make_graph(run *r, frost_context *ctx, int backward)
 {
-    static const char *const names[T_COUNT] = {"x", "scale", "bias", "dy", "y", "mean", "inv_std", "dx", "d_scale",
-                                               "d_bias"};
     const acase *c = r->c;
     frost_graph *g = NULL;
     TU_OK(frost_graph_create(ctx, &g));
@@ -196,7 +185,7 @@ static frost_graph *make_graph(run *r, frost_context *ctx, int backward)
                                ((t == T_MEAN || t == T_RSTD) && c->saved))
                             : (t <= T_BIAS || (t >= T_Y && t <= T_RSTD));
         if (used && present(r, t))
-            r->id[t] = add(g, names[t], &r->cpu[t]);
+            r->id[t] = tu_add_tensor(g, slot_names[t], &r->cpu[t]);
     }
     if (!backward) {
         frost_norm_desc d = {.x = r->id[T_X], .scale = r->id[T_SCALE], .bias = r->id[T_BIAS],
@@ -214,124 +203,13 @@ static frost_graph *make_graph(run *r, frost_context *ctx, int backward)
     return g;
 }
 
-/* ---------------------------------------------------------------------------------- */
-/* Device copies: the whole guarded allocation goes to the device and comes back        */
-/* ---------------------------------------------------------------------------------- */
-
-typedef struct dev_buf {
-    void *base;
-    char *alloc;
-    size_t bytes;
-} dev_buf;
-
-static void *to_device(const frost__device *dev, const tu_buf *b, dev_buf *d, size_t shift)
+/* The slots of the forward or backward graph (ids as make_graph set them): inputs from
+ * r->cpu, the ref's outputs in r->cpu too, the GPU's in r->gpu. */
+static tu_slots slots_of(run *r, int backward)
 {
-    memset(d, 0, sizeof *d);
-    if (!b->alloc)
-        return NULL;
-    d->bytes = (size_t)(b->span + 2 * b->guard) * b->elem_size;
-    TU_OK(frost__dev_alloc(dev, d->bytes + 16, &d->base));
-    if (!d->base)
-        return NULL;
-    /* shift by one element of this buffer: natural alignment kept, 16-byte rows broken */
-    d->alloc = (char *)d->base + (shift ? b->elem_size : 0);
-    TU_OK(frost__dev_copy_htod(dev, d->alloc, b->alloc, d->bytes));
-    return d->alloc + (size_t)b->guard * b->elem_size;
-}
-
-/* got vs ref over the whole allocation: NaN must match NaN, else atol + rtol |ref|. */
-static void compare(const char *what, const tu_buf *got, const tu_buf *ref, double atol, double rtol)
-{
-    int64_t bad = 0, worst_at = 0;
-    double worst = -INFINITY, wg = 0, wr = 0;
-    for (int64_t e = -got->guard; e < got->span + got->guard; e++) {
-        double g = tu_buf_get(got, e), f = tu_buf_get(ref, e), excess;
-        if (isnan(f) || isnan(g))
-            excess = isnan(f) && isnan(g) ? -INFINITY : INFINITY;
-        else
-            excess = fabs(g - f) - (atol + rtol * fabs(f));
-        if (excess > 0)
-            bad++;
-        if (excess > worst)
-            worst = excess, worst_at = e, wg = g, wr = f;
-    }
-    if (bad)
-        tu_failf("%s: %lld element(s) off (atol %.3g, rtol %.3g); worst at offset %lld: got %.9g, ref %.9g", what,
-                 (long long)bad, atol, rtol, (long long)worst_at, wg, wr);
-}
-
-static int is_output(int t, int backward)
-{
-    return backward ? t >= T_DX : (t >= T_Y && t <= T_RSTD);
-}
-
-/* Runs g on the GPU `repeat` times (outputs poisoned each time); run 0's results land in
- * r->gpu[], later runs must match them bitwise.  Returns 0 when the build failed. */
-static int run_gpu(run *r, frost_graph *g, const frost__device *dev, int backward, int repeat)
-{
-    frost_build_options opt = {.engine = "cuda"};
-    frost_status s = frost_graph_build(g, &opt);
-    if (s != FROST_OK) {
-        tu_failf("cuda build failed: %s: %s", frost_status_name(s), frost_last_error());
-        return 0;
-    }
-    size_t ws_bytes = 0;
-    void *ws = NULL;
-    TU_OK(frost_graph_workspace_size(g, &ws_bytes));
-    if (ws_bytes)
-        TU_OK(frost__dev_alloc(dev, ws_bytes, &ws));
-    const size_t shift = r->c->misalign ? r->cpu[T_X].elem_size : 0;
-    tu_buf copies[T_COUNT];
-    memset(copies, 0, sizeof copies);
-    for (int rep = 0; rep < repeat; rep++) {
-        dev_buf d[T_COUNT];
-        frost_binding b[T_COUNT];
-        int nb = 0;
-        for (int t = 0; t < T_COUNT; t++) {
-            memset(&d[t], 0, sizeof d[t]);
-            if (!r->id[t])
-                continue;
-            const int out = is_output(t, backward);
-            if (out && rep > 0 && !copies[t].alloc)
-                TU_CHECK(tu_buf_alloc(&copies[t], r->gpu[t].dtype, 3, r->gpu[t].dims, r->gpu[t].strides, 0));
-            const tu_buf *src = !out ? &r->cpu[t] : rep == 0 ? &r->gpu[t] : &copies[t];
-            b[nb++] = (frost_binding){r->id[t], to_device(dev, src, &d[t], shift)};
-        }
-        TU_OK(frost_graph_execute(g, b, nb, ws, NULL));
-        TU_OK(frost__dev_synchronize(dev));
-        for (int t = 0; t < T_COUNT; t++) {
-            if (r->id[t] && is_output(t, backward) && d[t].base) {
-                tu_buf *dst = rep == 0 ? &r->gpu[t] : &copies[t];
-                TU_OK(frost__dev_copy_dtoh(dev, dst->alloc, d[t].alloc, d[t].bytes));
-                if (rep > 0 && memcmp(dst->alloc, r->gpu[t].alloc, d[t].bytes) != 0)
-                    tu_failf("backward run %d: %s differs bitwise from run 1 (not deterministic)", rep + 1,
-                             t == T_DX ? "dx" : t == T_DSCALE ? "d_scale" : "d_bias");
-            }
-            if (d[t].base)
-                frost__dev_free(dev, d[t].base);
-        }
-    }
-    for (int t = 0; t < T_COUNT; t++)
-        tu_buf_free(&copies[t]);
-    if (ws)
-        frost__dev_free(dev, ws);
-    return 1;
-}
-
-static void run_cpu(run *r, frost_graph *g)
-{
-    frost_build_options opt = {.engine = "ref"};
-    TU_OK(frost_graph_build(g, &opt));
-    size_t ws_bytes = 0;
-    TU_OK(frost_graph_workspace_size(g, &ws_bytes));
-    void *ws = ws_bytes ? malloc(ws_bytes) : NULL;
-    frost_binding b[T_COUNT];
-    int nb = 0;
-    for (int t = 0; t < T_COUNT; t++)
-        if (r->id[t])
-            b[nb++] = (frost_binding){r->id[t], r->cpu[t].data};
-    TU_OK(frost_graph_execute(g, b, nb, ws, NULL));
-    free(ws);
+    unsigned outputs = backward ? 1u << T_DX | 1u << T_DSCALE | 1u << T_DBIAS
+                                : 1u << T_Y | 1u << T_MEAN | 1u << T_RSTD;
+    return (tu_slots){T_COUNT, r->id, r->cpu, r->gpu, outputs, slot_names};
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -416,14 +294,15 @@ static void run_case(const acase *c, uint64_t seed, int index, frost_context *cp
     const double u = tu_eps(c->dtype), u32 = ldexp(1.0, -24);
     const double L = log2(2.0 * (double)c->c);
 
+    const tu_slots fwd = slots_of(&r, 0), bwd = slots_of(&r, 1);
     frost_graph *gc = make_graph(&r, cpu, 0), *gg = make_graph(&r, gpu, 0);
-    run_cpu(&r, gc);
-    if (gg && run_gpu(&r, gg, dev, 0, 1)) {
-        compare("y", &r.gpu[T_Y], &r.cpu[T_Y], 32 * L * u32 * (m.xhat * m.w + m.b + 1), 2.5 * u);
+    tu_run_ref(gc, &fwd);
+    if (gg && tu_run_cuda(gg, dev, &fwd, c->misalign, 1)) {
+        tu_compare_whole("y", &r.gpu[T_Y], &r.cpu[T_Y], 32 * L * u32 * (m.xhat * m.w + m.b + 1), 2.5 * u);
         if (r.id[T_MEAN])
-            compare("mean", &r.gpu[T_MEAN], &r.cpu[T_MEAN], 32 * L * u32 * (m.x + 1), 0);
+            tu_compare_whole("mean", &r.gpu[T_MEAN], &r.cpu[T_MEAN], 32 * L * u32 * (m.x + 1), 0);
         if (r.id[T_RSTD])
-            compare("inv_std", &r.gpu[T_RSTD], &r.cpu[T_RSTD], 1e-30, 32 * L * u32);
+            tu_compare_whole("inv_std", &r.gpu[T_RSTD], &r.cpu[T_RSTD], 1e-30, 32 * L * u32);
         char explain[4096];
         TU_OK(frost_graph_explain(gg, explain, sizeof explain, NULL));
         if (!strstr(explain, "norm_fwd.cu:norm_fwd_kernel") || !strstr(explain, "adalayernorm_fwd"))
@@ -433,17 +312,17 @@ static void run_case(const acase *c, uint64_t seed, int index, frost_context *cp
     frost_graph_destroy(gg);
     if (c->backward) {
         gc = make_graph(&r, cpu, 1), gg = make_graph(&r, gpu, 1);
-        run_cpu(&r, gc);
-        if (gg && run_gpu(&r, gg, dev, 1, 3)) {
+        tu_run_ref(gc, &bwd);
+        if (gg && tu_run_cuda(gg, dev, &bwd, c->misalign, 3)) {
             const double g = m.dy * m.w;
-            compare("dx", &r.gpu[T_DX], &r.cpu[T_DX], 32 * L * u32 * m.rstd * (g * (1 + m.xhat * m.xhat) + 1e-3),
-                    2.5 * u);
+            tu_compare_whole("dx", &r.gpu[T_DX], &r.cpu[T_DX],
+                             32 * L * u32 * m.rstd * (g * (1 + m.xhat * m.xhat) + 1e-3), 2.5 * u);
             for (int t = T_DSCALE; t <= T_DBIAS; t++) {
                 if (!r.id[t])
                     continue;
                 const double n = (double)rows_per_param_row(c, carry_of(c, t));
                 const double pt = 32 * (L + log2(2 * n + 2)) * u32 * (n + 1) * (m.dy * (1 + m.xhat) + 1e-3);
-                compare(t == T_DSCALE ? "d_scale" : "d_bias", &r.gpu[t], &r.cpu[t], pt, 0);
+                tu_compare_whole(t == T_DSCALE ? "d_scale" : "d_bias", &r.gpu[t], &r.cpu[t], pt, 0);
             }
         }
         frost_graph_destroy(gc);
