@@ -34,17 +34,13 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "gpu_util.h"
 #include "runtime/runtime.h"
+#include "sdpa_test_util.h"
 #include "test_util.h"
 
 #define O_TOL_C 4.0
 #define LSE_TOL_REL 2e-5
-
-enum { LAYOUT_BHSD, LAYOUT_BSHD, LAYOUT_GAPPED, LAYOUT_UNALIGNED };
-enum { BIAS_NONE, BIAS_FULL, BIAS_1H, BIAS_B1, BIAS_11 }; /* bias dims [b|1, h|1, s_q, s_kv] */
-enum { RAG_Q = 1, RAG_KV = 2 };
-enum { PAD_Q = 1, PAD_KV = 2 };
-enum { MAXB = 4 };
 
 typedef struct fcase {
     const char *name;
@@ -164,26 +160,6 @@ static void make_lengths(run *r)
     }
 }
 
-/* Strides following `order` (outermost first; the last entry is the head dim, stride 1).
- * Gapped layouts pad every stride; aligned ones keep rows 16 bytes apart, the unaligned
- * one makes the first stride above d odd so that rows are not 16-byte aligned. */
-static void strides_for(run *r, int rank, const int64_t *dims, const int *order, int64_t *st)
-{
-    int layout = r->c->layout, gapped = layout == LAYOUT_GAPPED || layout == LAYOUT_UNALIGNED;
-    int64_t s = 1;
-    for (int k = rank - 1; k >= 0; k--) {
-        st[order[k]] = s;
-        s *= dims[order[k]] > 0 ? dims[order[k]] : 1;
-        if (k > 0 && gapped) {
-            s += tu_int(&r->rng, 0, 1) ? tu_int(&r->rng, 0, 24) : 0;
-            if (layout == LAYOUT_GAPPED)
-                s = (s + 7) / 8 * 8;
-            else if (k == rank - 1 && s % 8 == 0)
-                s += 1 + 2 * tu_int(&r->rng, 0, 2);
-        }
-    }
-}
-
 /* A 4-D operand [b, h, s, d]; a ragged one lives in a [tokens, h, d] buffer. */
 static void operand_alloc(run *r, tu_buf *buf, int64_t *st, int64_t h, int64_t s, int64_t d, int side, int ragged)
 {
@@ -192,13 +168,13 @@ static void operand_alloc(run *r, tu_buf *buf, int64_t *st, int64_t h, int64_t s
     if (ragged) {
         int64_t pd[3] = {r->tokens[side], h, d}, ps[3];
         int order[3] = {0, 1, 2}, head_major[3] = {1, 0, 2};
-        strides_for(r, 3, pd, bshd ? order : head_major, ps);
+        tu_sdpa_strides(&r->rng, r->c->layout, 3, pd, bshd ? order : head_major, ps);
         st[0] = s * ps[0], st[1] = ps[1], st[2] = ps[0], st[3] = ps[2];
         tu_buf_alloc(buf, c->dtype, 3, pd, ps, 0);
     } else {
         int64_t dims[4] = {c->b, h, s, d};
         int bhsd_order[4] = {0, 1, 2, 3}, bshd_order[4] = {0, 2, 1, 3};
-        strides_for(r, 4, dims, bshd ? bshd_order : bhsd_order, st);
+        tu_sdpa_strides(&r->rng, r->c->layout, 4, dims, bshd ? bshd_order : bhsd_order, st);
         tu_buf_alloc(buf, c->dtype, 4, dims, st, 0);
     }
 }
@@ -219,7 +195,7 @@ static void alloc_inputs(run *r)
         int rows_major[4] = {0, 1, 2, 3}, cols_major[4] = {0, 1, 3, 2};
         int transposed = c->layout != LAYOUT_BHSD && tu_int(&r->rng, 0, 1);
         memcpy(r->bias_dims, dims, sizeof dims);
-        strides_for(r, 4, dims, transposed ? cols_major : rows_major, r->bias_st);
+        tu_sdpa_strides(&r->rng, r->c->layout, 4, dims, transposed ? cols_major : rows_major, r->bias_st);
         tu_buf_alloc(&r->bias, c->bias_io ? c->dtype : FROST_F32, 4, dims, r->bias_st, 0);
         tu_buf_fill_uniform(&r->bias, &r->rng, -1.0, 1.0);
     }
@@ -255,19 +231,6 @@ static void alloc_inputs(run *r)
     }
 }
 
-static frost_tensor add_tensor(frost_graph *g, const char *name, const tu_buf *b, const int64_t *dims4,
-                               const int64_t *st4, frost_tensor ragged)
-{
-    frost_tensor_desc d = {.name = name, .dtype = b->dtype, .rank = dims4 ? 4 : b->rank, .ragged_offset = ragged};
-    for (int k = 0; k < d.rank; k++) {
-        d.dims[k] = dims4 ? dims4[k] : b->dims[k];
-        d.strides[k] = dims4 ? st4[k] : b->strides[k];
-    }
-    frost_tensor id = 0;
-    TU_OK(frost_graph_add_tensor(g, &d, &id));
-    return id;
-}
-
 /* Ids of the tensors of one graph; both graphs get the same ones in the same order. */
 typedef struct ids {
     frost_tensor q, k, v, o, stats, bias, sink, offs[2], seq[2];
@@ -283,26 +246,26 @@ static frost_graph *make_graph(run *r, frost_context *ctx, ids *t)
         return NULL;
     for (int side = 0; side < 2; side++) {
         if (r->offs_buf[side].alloc)
-            t->offs[side] = add_tensor(g, side ? "cu_kv" : "cu_q", &r->offs_buf[side], NULL, NULL, 0);
+            t->offs[side] = tu_add_tensor(g, side ? "cu_kv" : "cu_q", &r->offs_buf[side]);
         if (r->seq_buf[side].alloc)
-            t->seq[side] = add_tensor(g, side ? "seq_kv" : "seq_q", &r->seq_buf[side], NULL, NULL, 0);
+            t->seq[side] = tu_add_tensor(g, side ? "seq_kv" : "seq_q", &r->seq_buf[side]);
     }
     int64_t qd[4] = {c->b, c->h_q, c->s_q, c->d_qk}, kd[4] = {c->b, c->h_kv, c->s_kv, c->d_qk};
     int64_t vd[4] = {c->b, c->h_kv, c->s_kv, c->d_v}, od[4] = {c->b, c->h_q, c->s_q, c->d_v};
-    t->q = add_tensor(g, "q", &r->q, qd, r->qst, t->offs[0]);
-    t->k = add_tensor(g, "k", &r->k, kd, r->kst, t->offs[1]);
-    t->v = add_tensor(g, "v", &r->v, vd, r->vst, t->offs[1]);
+    t->q = tu_add_tensor_4d(g, "q", &r->q, qd, r->qst, t->offs[0]);
+    t->k = tu_add_tensor_4d(g, "k", &r->k, kd, r->kst, t->offs[1]);
+    t->v = tu_add_tensor_4d(g, "v", &r->v, vd, r->vst, t->offs[1]);
     frost_sdpa_desc d = {.q = t->q, .k = t->k, .v = t->v, .seq_len_q = t->seq[0], .seq_len_kv = t->seq[1]};
     d.attrs = (frost_sdpa_attrs){c->scale, c->mask, c->left, c->right, (frost_diag_align)c->align};
     if (c->bias)
-        d.bias = t->bias = add_tensor(g, "bias", &r->bias, NULL, NULL, 0);
+        d.bias = t->bias = tu_add_tensor(g, "bias", &r->bias);
     if (c->sink)
-        d.sink = t->sink = add_tensor(g, "sink", &r->sink, NULL, NULL, 0);
+        d.sink = t->sink = tu_add_tensor(g, "sink", &r->sink);
     frost_sdpa_outputs out = {FROST_TENSOR_AUTO, c->stats ? FROST_TENSOR_AUTO : 0};
     if (!c->auto_out) {
-        out.o = add_tensor(g, "o", &r->o_cpu, od, r->ost, t->offs[0]);
+        out.o = tu_add_tensor_4d(g, "o", &r->o_cpu, od, r->ost, t->offs[0]);
         if (c->stats)
-            out.stats = add_tensor(g, "stats", &r->stats_cpu, NULL, NULL, 0);
+            out.stats = tu_add_tensor(g, "stats", &r->stats_cpu);
     }
     TU_OK(frost_graph_add_sdpa(g, &d, &out));
     t->o = out.o;
@@ -319,7 +282,7 @@ static void alloc_user_outputs(run *r)
     if (c->stats) {
         int64_t dims[4] = {c->b, c->h_q, c->s_q, 1};
         int order[4] = {0, 1, 2, 3};
-        strides_for(r, 4, dims, order, r->stats_st);
+        tu_sdpa_strides(&r->rng, r->c->layout, 4, dims, order, r->stats_st);
         tu_buf_alloc(&r->stats_cpu, FROST_F32, 4, dims, r->stats_st, 0);
         tu_buf_alloc(&r->stats_gpu, FROST_F32, 4, dims, r->stats_st, 0);
     }
@@ -358,74 +321,7 @@ static void free_run(run *r)
             tu_buf_free(bufs[i]);
 }
 
-/* ---------------------------------------------------------------------------------- */
-/* Device copies: the whole guarded allocation goes to the device and comes back        */
-/* ---------------------------------------------------------------------------------- */
-
-typedef struct dev_buf {
-    void *base; /* the device allocation */
-    char *alloc; /* where the host allocation's first byte lives on the device */
-    size_t bytes;
-} dev_buf;
-
-static size_t buf_bytes(const tu_buf *b)
-{
-    return (size_t)(b->span + 2 * b->guard) * b->elem_size;
-}
-
-/* Returns the device address of b's element 0 (NULL for an absent buffer).  `shift`
- * moves the copy by that many bytes off the allocation's 256-byte alignment. */
-static void *to_device(const frost__device *dev, const tu_buf *b, dev_buf *d, size_t shift)
-{
-    memset(d, 0, sizeof *d);
-    if (!b->alloc)
-        return NULL;
-    d->bytes = buf_bytes(b);
-    TU_OK(frost__dev_alloc(dev, d->bytes + 16, &d->base));
-    if (!d->base)
-        return NULL;
-    d->alloc = (char *)d->base + shift;
-    TU_OK(frost__dev_copy_htod(dev, d->alloc, b->alloc, d->bytes));
-    return d->alloc + (size_t)b->guard * b->elem_size;
-}
-
-static void from_device(const frost__device *dev, const dev_buf *d, tu_buf *b)
-{
-    if (d->base)
-        TU_OK(frost__dev_copy_dtoh(dev, b->alloc, d->alloc, d->bytes));
-}
-
-/* ---------------------------------------------------------------------------------- */
-/* Comparison over whole allocations                                                     */
-/* ---------------------------------------------------------------------------------- */
-
-/* got and ref are two copies of one output (same layout).  NaN (never written) must match
- * NaN, infinities must match exactly, finite values within atol + rtol * |ref|.
- * Returns the number of bad elements; prints the worst. */
-static int64_t compare_bufs(const char *what, const tu_buf *got, const tu_buf *ref, double atol, double rtol)
-{
-    int64_t total = got->span + 2 * got->guard, bad = 0, worst_at = -1;
-    double worst_excess = -INFINITY, worst_got = 0, worst_ref = 0;
-    for (int64_t e = -got->guard; e < total - got->guard; e++) {
-        double g = tu_buf_get(got, e), f = tu_buf_get(ref, e);
-        double excess;
-        if (isnan(f) || isnan(g))
-            excess = isnan(f) && isnan(g) ? -INFINITY : INFINITY;
-        else if (isinf(f) || isinf(g))
-            excess = g == f ? -INFINITY : INFINITY;
-        else
-            excess = fabs(g - f) - (atol + rtol * fabs(f));
-        if (excess > 0)
-            bad++;
-        if (excess > worst_excess)
-            worst_excess = excess, worst_at = e, worst_got = g, worst_ref = f;
-    }
-    if (bad)
-        tu_failf("%s: %lld element(s) off (atol %.3g, rtol %.3g); worst at element offset %lld: got %.9g, ref %.9g",
-                 what, (long long)bad, atol, rtol, (long long)worst_at, worst_got, worst_ref);
-    return bad;
-}
-
+/* Largest finite |element| of b's span (the scale of its tolerance). */
 static double max_finite(const tu_buf *b)
 {
     double m = 0;
@@ -441,13 +337,6 @@ static double max_finite(const tu_buf *b)
 /* One case                                                                              */
 /* ---------------------------------------------------------------------------------- */
 
-static int bind(frost_binding *list, int n, frost_tensor id, void *ptr)
-{
-    if (id)
-        list[n++] = (frost_binding){id, ptr};
-    return n;
-}
-
 static int build_and_bind(frost_graph *g, const char *engine, const ids *t, void *const ptrs[11],
                           frost_binding *list)
 {
@@ -459,10 +348,7 @@ static int build_and_bind(frost_graph *g, const char *engine, const ids *t, void
     }
     const frost_tensor order[11] = {t->q, t->k, t->v, t->o, t->stats, t->bias, t->sink, t->offs[0], t->offs[1],
                                     t->seq[0], t->seq[1]};
-    int n = 0;
-    for (int i = 0; i < 11; i++)
-        n = bind(list, n, order[i], ptrs[i]);
-    return n;
+    return tu_bind(order, ptrs, 11, list);
 }
 
 static void run_case(const fcase *c, uint64_t seed, int index, frost_context *cpu, frost_context *gpu)
@@ -491,7 +377,7 @@ static void run_case(const fcase *c, uint64_t seed, int index, frost_context *cp
         alloc_auto_outputs(&r, gc, &tc);
     frost_binding list[16];
     const frost__device *dev = gpu->device;
-    dev_buf d[11];
+    tu_dev_buf d[11];
     memset(d, 0, sizeof d);
     if (!gc || !gg || tu_failures() != failures_before)
         goto done;
@@ -503,32 +389,30 @@ static void run_case(const fcase *c, uint64_t seed, int index, frost_context *cp
     int n = build_and_bind(gc, "ref", &tc, host, list);
     if (n < 0)
         goto done;
-    size_t ws_size = 0;
-    TU_OK(frost_graph_workspace_size(gc, &ws_size));
-    void *ws = ws_size ? malloc(ws_size) : NULL;
-    TU_OK(frost_graph_execute(gc, list, n, ws, NULL));
-    free(ws);
+    tu_execute_host(gc, list, n);
 
     /* cuda: every buffer, guards included, copied to the device */
     const tu_buf *src[11] = {&r.q,    &r.k,    &r.v,           &r.o_gpu,        &r.stats_gpu,   &r.bias,
                              &r.sink, &r.offs_buf[0], &r.offs_buf[1], &r.seq_buf[0], &r.seq_buf[1]};
     void *dptr[11];
     for (int i = 0; i < 11; i++)
-        dptr[i] = to_device(dev, src[i], &d[i], i == 0 && c->misalign ? (size_t)r.q.elem_size : 0);
+        dptr[i] = tu_to_device(dev, src[i], &d[i], i == 0 && c->misalign ? (size_t)r.q.elem_size : 0);
     n = build_and_bind(gg, "cuda", &tg, dptr, list);
     if (n < 0)
         goto done;
+    size_t ws_size = 0;
     TU_OK(frost_graph_workspace_size(gg, &ws_size));
     TU_CHECK(ws_size == 0);
     TU_OK(frost_graph_execute(gg, list, n, NULL, NULL));
     TU_OK(frost__dev_synchronize(dev));
-    from_device(dev, &d[3], &r.o_gpu);
-    from_device(dev, &d[4], &r.stats_gpu);
+    tu_from_device(dev, &d[3], r.o_gpu.alloc);
+    tu_from_device(dev, &d[4], r.stats_gpu.alloc);
 
     double o_tol = O_TOL_C * tu_eps(c->dtype) * (max_finite(&r.o_cpu) + 1.0);
-    compare_bufs("O", &r.o_gpu, &r.o_cpu, o_tol, 0.0);
+    tu_compare_whole("O", &r.o_gpu, &r.o_cpu, o_tol, 0.0);
     if (c->stats)
-        compare_bufs("stats (LSE)", &r.stats_gpu, &r.stats_cpu, LSE_TOL_REL * (1.0 + max_finite(&r.stats_cpu)), 0.0);
+        tu_compare_whole("stats (LSE)", &r.stats_gpu, &r.stats_cpu, LSE_TOL_REL * (1.0 + max_finite(&r.stats_cpu)),
+                         0.0);
 
     char explain[4096];
     TU_OK(frost_graph_explain(gg, explain, sizeof explain, NULL));
@@ -536,8 +420,7 @@ static void run_case(const fcase *c, uint64_t seed, int index, frost_context *cp
         tu_failf("explain does not name the cuda kernel:\n%s", explain);
 done:
     for (int i = 0; i < 11; i++)
-        if (d[i].base)
-            frost__dev_free(dev, d[i].base);
+        tu_dev_buf_free(dev, &d[i]);
     frost_graph_destroy(gc);
     frost_graph_destroy(gg);
     free_run(&r);
