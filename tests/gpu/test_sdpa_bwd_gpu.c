@@ -37,18 +37,14 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "gpu_util.h"
 #include "runtime/runtime.h"
+#include "sdpa_test_util.h"
 #include "test_util.h"
 
 #define K_NAIVE 3.0
 #define ATOL_C 0.5
 #define NAIVE_SANITY 0.1
-
-enum { LAYOUT_BHSD, LAYOUT_BSHD, LAYOUT_GAPPED, LAYOUT_UNALIGNED };
-enum { BIAS_NONE, BIAS_FULL, BIAS_1H, BIAS_B1, BIAS_11 }; /* bias dims [b|1, h|1, s_q, s_kv] */
-enum { RAG_Q = 1, RAG_KV = 2 };
-enum { PAD_Q = 1, PAD_KV = 2 };
-enum { MAXB = 4 };
 
 typedef struct bcase {
     const char *name;
@@ -196,25 +192,6 @@ static void make_lengths(run *r)
     r->offs_dtype = tu_int(&r->rng, 0, 1) ? FROST_I64 : FROST_I32;
 }
 
-/* Strides following `order` (outermost first, head dim last with stride 1); gapped
- * layouts pad every stride (to multiples of 8 elements, or to odd ones: unaligned). */
-static void strides_for(run *r, int rank, const int64_t *dims, const int *order, int64_t *st)
-{
-    int layout = r->c->layout, gapped = layout == LAYOUT_GAPPED || layout == LAYOUT_UNALIGNED;
-    int64_t s = 1;
-    for (int k = rank - 1; k >= 0; k--) {
-        st[order[k]] = s;
-        s *= dims[order[k]] > 0 ? dims[order[k]] : 1;
-        if (k > 0 && gapped) {
-            s += tu_int(&r->rng, 0, 1) ? tu_int(&r->rng, 0, 24) : 0;
-            if (layout == LAYOUT_GAPPED)
-                s = (s + 7) / 8 * 8;
-            else if (k == rank - 1 && s % 8 == 0)
-                s += 1 + 2 * tu_int(&r->rng, 0, 2);
-        }
-    }
-}
-
 /* An operand's 16-bit buffer; a ragged one is a [tokens, h, d] buffer. */
 static void operand_alloc(run *r, int opd)
 {
@@ -225,13 +202,13 @@ static void operand_alloc(run *r, int opd)
     if (is_ragged(r, opd)) {
         int64_t pd[3] = {r->tokens[opd_side[opd]], h, d}, ps[3];
         int token_major[3] = {0, 1, 2}, head_major[3] = {1, 0, 2};
-        strides_for(r, 3, pd, bshd ? token_major : head_major, ps);
+        tu_sdpa_strides(&r->rng, r->c->layout, 3, pd, bshd ? token_major : head_major, ps);
         st[0] = s * ps[0], st[1] = ps[1], st[2] = ps[0], st[3] = ps[2];
         tu_buf_alloc(&r->lp[opd], c->dtype, 3, pd, ps, 0);
     } else {
         int64_t dims[4] = {c->b, h, s, d};
         int bhsd[4] = {0, 1, 2, 3}, bshd_order[4] = {0, 2, 1, 3};
-        strides_for(r, 4, dims, bshd ? bshd_order : bhsd, st);
+        tu_sdpa_strides(&r->rng, r->c->layout, 4, dims, bshd ? bshd_order : bhsd, st);
         tu_buf_alloc(&r->lp[opd], c->dtype, 4, dims, st, 0);
     }
 }
@@ -258,7 +235,7 @@ static void alloc_all(run *r)
                            c->bias == BIAS_FULL || c->bias == BIAS_1H ? c->h_q : 1, c->s_q, c->s_kv}, st[4];
         int rows_major[4] = {0, 1, 2, 3}, cols_major[4] = {0, 1, 3, 2};
         memcpy(r->bias_dims, dims, sizeof dims);
-        strides_for(r, 4, dims, c->layout != LAYOUT_BHSD && tu_int(&r->rng, 0, 1) ? cols_major : rows_major, st);
+        tu_sdpa_strides(&r->rng, r->c->layout, 4, dims, c->layout != LAYOUT_BHSD && tu_int(&r->rng, 0, 1) ? cols_major : rows_major, st);
         tu_buf_alloc(&r->bias, c->bias_io ? c->dtype : FROST_F32, 4, dims, st, 0);
         tu_buf_fill_uniform(&r->bias, &r->rng, -1.0, 1.0);
         for (int64_t i = 0; i < c->s_q && c->bias_inf; i++) /* row 1 hidden, 1 key in 8 hidden */
@@ -267,7 +244,7 @@ static void alloc_all(run *r)
                     tu_buf_set(&r->bias, i * st[2] + j * st[3], -INFINITY);
         clone_as(&r->bias32, &r->bias, FROST_F32, 1);
         if (c->dbias) {
-            strides_for(r, 4, dims, rows_major, st);
+            tu_sdpa_strides(&r->rng, r->c->layout, 4, dims, rows_major, st);
             for (int k = 0; k < NCOPY; k++)
                 tu_buf_alloc(&r->dbias[k], FROST_F32, 4, dims, st, 0);
         }
@@ -287,7 +264,7 @@ static void alloc_all(run *r)
     }
     int64_t sdims[4] = {c->b, c->h_q, c->s_q, 1};
     int order[4] = {0, 1, 2, 3};
-    strides_for(r, 4, sdims, order, r->stats_st);
+    tu_sdpa_strides(&r->rng, r->c->layout, 4, sdims, order, r->stats_st);
     tu_buf_alloc(&r->stats, FROST_F32, 4, sdims, r->stats_st, 0);
     r->seq_rank = tu_int(&r->rng, 0, 1) ? 1 : 4;
     for (int side = 0; side < 2; side++) {
@@ -333,19 +310,6 @@ static void free_run(run *r)
 /* Graphs                                                                                */
 /* ---------------------------------------------------------------------------------- */
 
-static frost_tensor add_tensor(frost_graph *g, const char *name, const tu_buf *b, const int64_t *dims4,
-                               const int64_t *st4, frost_tensor ragged)
-{
-    frost_tensor_desc d = {.name = name, .dtype = b->dtype, .rank = dims4 ? 4 : b->rank, .ragged_offset = ragged};
-    for (int k = 0; k < d.rank; k++) {
-        d.dims[k] = dims4 ? dims4[k] : b->dims[k];
-        d.strides[k] = dims4 ? st4[k] : b->strides[k];
-    }
-    frost_tensor id = 0;
-    TU_OK(frost_graph_add_tensor(g, &d, &id));
-    return id;
-}
-
 /* Tensor ids in binding order; the buffers behind them are listed by graph_buffers. */
 enum { T_STATS = NOPD, T_BIAS, T_SINK, T_OFFS_Q, T_OFFS_KV, T_SEQ_Q, T_SEQ_KV, T_DBIAS, T_DSINK, NT };
 
@@ -368,7 +332,7 @@ static frost_tensor add_operand(run *r, frost_graph *g, int opd, const tu_buf *b
     const bcase *c = r->c;
     int64_t dims[4] = {c->b, heads_of(c, opd), seq_of(c, opd), dim_of(c, opd)};
     frost_tensor rag = is_ragged(r, opd) ? ids[opd_side[opd] ? T_OFFS_KV : T_OFFS_Q] : 0;
-    return add_tensor(g, opd_names[opd], b, dims, r->st[opd], rag);
+    return tu_add_tensor_4d(g, opd_names[opd], b, dims, r->st[opd], rag);
 }
 
 static void add_lengths(run *r, frost_graph *g, tu_buf *bufs[NT], frost_tensor *ids)
@@ -376,7 +340,7 @@ static void add_lengths(run *r, frost_graph *g, tu_buf *bufs[NT], frost_tensor *
     static const char *const names[4] = {"cu_q", "cu_kv", "seq_q", "seq_kv"};
     for (int k = T_OFFS_Q; k <= T_SEQ_KV; k++)
         if (bufs[k]->alloc)
-            ids[k] = add_tensor(g, names[k - T_OFFS_Q], bufs[k], NULL, NULL, 0);
+            ids[k] = tu_add_tensor(g, names[k - T_OFFS_Q], bufs[k]);
     (void)r;
 }
 
@@ -398,27 +362,22 @@ static void run_forward(run *r, frost_context *cpu)
     add_lengths(r, g, bufs, ids);
     for (int o = OQ; o <= OO; o++)
         ids[o] = add_operand(r, g, o, bufs[o], ids);
-    ids[T_STATS] = add_tensor(g, "stats", &r->stats, NULL, NULL, 0);
+    ids[T_STATS] = tu_add_tensor(g, "stats", &r->stats);
     if (r->c->bias)
-        ids[T_BIAS] = add_tensor(g, "bias", bufs[T_BIAS], NULL, NULL, 0);
+        ids[T_BIAS] = tu_add_tensor(g, "bias", bufs[T_BIAS]);
     if (r->c->sink)
-        ids[T_SINK] = add_tensor(g, "sink", &r->sink, NULL, NULL, 0);
+        ids[T_SINK] = tu_add_tensor(g, "sink", &r->sink);
     frost_sdpa_desc d = {.q = ids[OQ], .k = ids[OK], .v = ids[OV], .bias = ids[T_BIAS], .sink = ids[T_SINK],
                          .seq_len_q = ids[T_SEQ_Q], .seq_len_kv = ids[T_SEQ_KV], .attrs = attrs_of(r->c)};
     frost_sdpa_outputs out = {ids[OO], ids[T_STATS]};
     TU_OK(frost_graph_add_sdpa(g, &d, &out));
     frost_build_options opt = {.engine = "ref"};
     TU_OK(frost_graph_build(g, &opt));
+    void *ptrs[NT];
     frost_binding list[NT];
-    int n = 0;
     for (int k = 0; k < NT; k++)
-        if (ids[k])
-            list[n++] = (frost_binding){ids[k], bufs[k]->data};
-    size_t ws_size = 0;
-    TU_OK(frost_graph_workspace_size(g, &ws_size));
-    void *ws = ws_size ? malloc(ws_size) : NULL;
-    TU_OK(frost_graph_execute(g, list, n, ws, NULL));
-    free(ws);
+        ptrs[k] = bufs[k]->data;
+    tu_execute_host(g, list, tu_bind(ids, ptrs, NT, list));
     frost_graph_destroy(g);
 }
 
@@ -436,15 +395,15 @@ static frost_graph *make_bwd_graph(run *r, frost_context *ctx, int copy, frost_t
     add_lengths(r, g, bufs, ids);
     for (int o = 0; o < NOPD; o++)
         ids[o] = add_operand(r, g, o, bufs[o], ids);
-    ids[T_STATS] = add_tensor(g, "stats", &r->stats, NULL, NULL, 0);
+    ids[T_STATS] = tu_add_tensor(g, "stats", &r->stats);
     if (c->bias)
-        ids[T_BIAS] = add_tensor(g, "bias", bufs[T_BIAS], NULL, NULL, 0);
+        ids[T_BIAS] = tu_add_tensor(g, "bias", bufs[T_BIAS]);
     if (c->sink)
-        ids[T_SINK] = add_tensor(g, "sink", &r->sink, NULL, NULL, 0);
+        ids[T_SINK] = tu_add_tensor(g, "sink", &r->sink);
     if (c->bias && c->dbias)
-        ids[T_DBIAS] = add_tensor(g, "d_bias", bufs[T_DBIAS], NULL, NULL, 0);
+        ids[T_DBIAS] = tu_add_tensor(g, "d_bias", bufs[T_DBIAS]);
     if (c->sink && c->dsink)
-        ids[T_DSINK] = add_tensor(g, "d_sink", bufs[T_DSINK], NULL, NULL, 0);
+        ids[T_DSINK] = tu_add_tensor(g, "d_sink", bufs[T_DSINK]);
     frost_sdpa_backward_desc d = {.q = ids[OQ], .k = ids[OK], .v = ids[OV], .o = ids[OO], .d_o = ids[ODO],
                                   .stats = ids[T_STATS], .bias = ids[T_BIAS], .sink = ids[T_SINK],
                                   .seq_len_q = ids[T_SEQ_Q], .seq_len_kv = ids[T_SEQ_KV], .attrs = attrs_of(c),
@@ -459,15 +418,6 @@ static frost_graph *make_bwd_graph(run *r, frost_context *ctx, int copy, frost_t
         return NULL;
     }
     return g;
-}
-
-static int bind_all(const frost_tensor ids[NT], void *const ptrs[NT], frost_binding *list)
-{
-    int n = 0;
-    for (int k = 0; k < NT; k++)
-        if (ids[k])
-            list[n++] = (frost_binding){ids[k], ptrs[k]};
-    return n;
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -644,44 +594,6 @@ static void compare_output(const char *what, const tu_buf *gpu, const tu_buf *re
 }
 
 /* ---------------------------------------------------------------------------------- */
-/* Device copies: the whole guarded allocation goes to the device and comes back        */
-/* ---------------------------------------------------------------------------------- */
-
-typedef struct dev_buf {
-    void *base;  /* the device allocation */
-    char *alloc; /* where the host allocation's first byte lives on the device */
-    size_t bytes;
-} dev_buf;
-
-static size_t buf_bytes(const tu_buf *b)
-{
-    return (size_t)(b->span + 2 * b->guard) * b->elem_size;
-}
-
-/* Device address of b's element 0 (NULL when absent).  The copy starts `shift` bytes past
- * a 16-byte boundary of the element-0 address: 0 keeps 16-byte aligned rows possible. */
-static void *to_device(const frost__device *dev, const tu_buf *b, dev_buf *d, size_t shift)
-{
-    memset(d, 0, sizeof *d);
-    if (!b->alloc)
-        return NULL;
-    d->bytes = buf_bytes(b);
-    TU_OK(frost__dev_alloc(dev, d->bytes + 32, &d->base));
-    if (!d->base)
-        return NULL;
-    size_t lead = (size_t)b->guard * b->elem_size, pad = (16 - lead % 16) % 16;
-    d->alloc = (char *)d->base + pad + shift;
-    TU_OK(frost__dev_copy_htod(dev, d->alloc, b->alloc, d->bytes));
-    return d->alloc + lead;
-}
-
-static void from_device(const frost__device *dev, const dev_buf *d, void *host)
-{
-    if (d->base)
-        TU_OK(frost__dev_copy_dtoh(dev, host, d->alloc, d->bytes));
-}
-
-/* ---------------------------------------------------------------------------------- */
 /* One case                                                                              */
 /* ---------------------------------------------------------------------------------- */
 
@@ -707,7 +619,7 @@ static void run_case(const bcase *c, uint64_t seed, int index, frost_context *cp
     make_lengths(&r);
     alloc_all(&r);
     const frost__device *dev = gpu->device;
-    dev_buf d[NT];
+    tu_dev_buf d[NT];
     memset(d, 0, sizeof d);
     frost_graph *gc = NULL, *gg = NULL;
     void *scratch = NULL;
@@ -730,19 +642,15 @@ static void run_case(const bcase *c, uint64_t seed, int index, frost_context *cp
     graph_buffers(&r, C_REF, bufs);
     for (int k = 0; k < NT; k++)
         ptrs[k] = bufs[k]->data;
-    int n = bind_all(tc, ptrs, list);
-    size_t ws_size = 0;
-    TU_OK(frost_graph_workspace_size(gc, &ws_size));
-    void *ws = ws_size ? malloc(ws_size) : NULL;
-    TU_OK(frost_graph_execute(gc, list, n, ws, NULL));
-    free(ws);
+    tu_execute_host(gc, list, tu_bind(tc, ptrs, NT, list));
     naive_backward(&r);
 
     /* cuda: three runs; the first is compared, the other two must repeat it bit for bit */
     graph_buffers(&r, C_GPU, bufs);
     for (int k = 0; k < NT; k++)
-        ptrs[k] = to_device(dev, bufs[k], &d[k], c->misalign && k <= ODO ? 8 : 0);
-    n = bind_all(tg, ptrs, list);
+        ptrs[k] = tu_to_device(dev, bufs[k], &d[k], c->misalign && k <= ODO ? 8 : 0);
+    int n = tu_bind(tg, ptrs, NT, list);
+    size_t ws_size = 0;
     TU_OK(frost_graph_workspace_size(gg, &ws_size));
     void *dws = NULL;
     if (ws_size)
@@ -755,10 +663,10 @@ static void run_case(const bcase *c, uint64_t seed, int index, frost_context *cp
         TU_OK(frost_graph_execute(gg, list, n, dws, NULL));
         TU_OK(frost__dev_synchronize(dev));
         for (int k = 0; k < NGRAD; k++) {
-            const dev_buf *db = &d[grad_slot[k]];
+            const tu_dev_buf *db = &d[grad_slot[k]];
             if (!db->base)
                 continue;
-            from_device(dev, db, rep == 0 ? bufs[grad_slot[k]]->alloc : scratch);
+            tu_from_device(dev, db, rep == 0 ? bufs[grad_slot[k]]->alloc : scratch);
             if (rep > 0 && memcmp(scratch, bufs[grad_slot[k]]->alloc, db->bytes) != 0)
                 tu_failf("%s: run %d differs bitwise from run 1 (determinism)", grad_names[k], rep + 1);
         }
@@ -781,8 +689,7 @@ static void run_case(const bcase *c, uint64_t seed, int index, frost_context *cp
 done:
     free(scratch);
     for (int k = 0; k < NT; k++)
-        if (d[k].base)
-            frost__dev_free(dev, d[k].base);
+        tu_dev_buf_free(dev, &d[k]);
     frost_graph_destroy(gc);
     frost_graph_destroy(gg);
     free_run(&r);
