@@ -47,7 +47,7 @@
 /* Per-row statistics of the thread's units; every thread of the block calls it.  Uses the
  * saved values when present (mean_s / rstd_s), else reduces over the row group. */
 FROST_DEVICE void bwd_stats(const norm_bwd_params *p, const uint32_t *x, int lane, int cols, float mean_s,
-                            float rstd_s, float *red, const int vec, const int units, float *mean, float *rstd)
+                            float rstd_s, norm_red *red, const int vec, const int units, float *mean, float *rstd)
 {
 #if defined(KIND_LAYER)
     float mean_c = 0.0f;
@@ -173,7 +173,7 @@ FROST_DEVICE float *bwd_partial_row(float *base, const norm_bwd_params *p)
 /* dx of one register-resident row and its share of the column sums; every thread of the
  * block calls it (inactive: an idle group that only joins the reductions). */
 FROST_DEVICE void bwd_process(const norm_bwd_params *p, const uint32_t *x, const uint32_t *dy, int64_t row,
-                              bool active, float mean_s, float rstd_s, int lane, float *red, const int vec,
+                              bool active, float mean_s, float rstd_s, int lane, norm_red *red, const int vec,
                               const int units, float *acc_w, float *acc_b)
 {
     float mean, rstd;
@@ -225,7 +225,7 @@ FROST_DEVICE void bwd_load(const norm_bwd_params *p, int64_t row, int lane, cons
 /* Register-resident rows (see the essay at the top). */
 FROST_DEVICE void bwd_rows(const norm_bwd_params *p, const int vec)
 {
-    __shared__ float red[2 * BLOCK / 32];
+    NORM_RED(red);
     const int units = ELEMS / vec;
     const int group = threadIdx.x / GROUP, lane = threadIdx.x % GROUP;
     int64_t start, end;
@@ -275,13 +275,45 @@ FROST_DEVICE void bwd_rows(const norm_bwd_params *p, const int vec)
 #endif
 
 #if !defined(LOOPED) && defined(STAGES) && STAGES > 1 && VEC > 1
+/* bwd_process for a row waiting in ring slot `stage`: the thread reads its units from the
+ * ring once for the statistics and dot products and again, after the reduction, for dx,
+ * so x and dy do not occupy registers across the barrier (rows up to NV = 4 units a
+ * thread then keep their d_scale / d_bias sums in registers without spilling). */
+FROST_DEVICE void bwd_process_staged(const norm_bwd_params *p, const norm_cell *ring, int stage, int64_t row,
+                                     bool active, float mean_s, float rstd_s, int lane, norm_red *red, float *acc_w,
+                                     float *acc_b)
+{
+    float mean, rstd, sg = 0.0f, sgx = 0.0f;
+    const void *scale = bwd_scale_row(p, row);
+    {
+        uint32_t x[ELEMS], dy[ELEMS];
+        norm_unstage_row(x, ring, stage, 0, 2);
+        norm_unstage_row(dy, ring, stage, 1, 2);
+        bwd_stats(p, x, lane, p->cols, mean_s, rstd_s, red, VEC, NV, &mean, &rstd);
+        bwd_partial_dots(scale, x, dy, lane, p->cols, 0, mean, rstd, VEC, NV, &sg, &sgx);
+    }
+    norm_group_sum2(&sg, &sgx, red);
+#if defined(KIND_LAYER)
+    const float mg = sg * p->inv_cols;
+#else
+    const float mg = 0.0f;
+#endif
+    if (active) {
+        uint32_t x[ELEMS], dy[ELEMS];
+        norm_unstage_row(x, ring, stage, 0, 2);
+        norm_unstage_row(dy, ring, stage, 1, 2);
+        bwd_write_dx(scale, x, dy, (frost_io *)p->dx + row * p->dx_row_stride, lane, p->cols, 0, mean, rstd, mg,
+                     sgx * p->inv_cols, VEC, NV, acc_w, acc_b);
+    }
+}
+
 /* Staged rows: as bwd_rows on the vector path, but the next STAGES - 1 rows of x and dy of
  * each group wait in the shared-memory ring (norm_kernel.cuh); the saved statistics of
  * the next row are prefetched into two registers. */
 FROST_DEVICE void bwd_rows_staged(const norm_bwd_params *p)
 {
     extern __shared__ norm_cell ring[];
-    __shared__ float red[2 * BLOCK / 32];
+    NORM_RED(red);
     const int group = threadIdx.x / GROUP, lane = threadIdx.x % GROUP;
     const frost_io *xs = (const frost_io *)p->x, *dys = (const frost_io *)p->dy;
     int64_t start, end;
@@ -315,10 +347,7 @@ FROST_DEVICE void bwd_rows_staged(const norm_bwd_params *p)
         if (row + ROWS_PER_BLOCK < end)
             bwd_load_stats(p, row + ROWS_PER_BLOCK, &nmean, &nrstd);
         norm_cp_async_wait_ring();
-        uint32_t x[ELEMS], dy[ELEMS];
-        norm_unstage_row(x, ring, stage, 0, 2);
-        norm_unstage_row(dy, ring, stage, 1, 2);
-        bwd_process(p, x, dy, row, active, mean_s, rstd_s, lane, red, VEC, NV, acc_w, acc_b);
+        bwd_process_staged(p, ring, stage, row, active, mean_s, rstd_s, lane, red, acc_w, acc_b);
         mean_s = nmean;
         rstd_s = nrstd;
         stage = stage + 1 == STAGES ? 0 : stage + 1;
@@ -337,7 +366,7 @@ FROST_DEVICE void bwd_rows_staged(const norm_bwd_params *p)
  * sums go straight to the group's partial rows (stored by its first row, then added). */
 FROST_DEVICE void bwd_rows_chunked(const norm_bwd_params *p, const int vec, const int units)
 {
-    __shared__ float red[2 * BLOCK / 32];
+    NORM_RED(red);
     const int group = threadIdx.x / GROUP, lane = threadIdx.x % GROUP;
     const int chunk = GROUP * units * vec;
     int64_t start, end;

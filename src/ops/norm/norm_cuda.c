@@ -66,8 +66,12 @@ FROST__STATIC_ASSERT(sizeof(norm_reduce_params) == NORM_REDUCE_PARAMS_BYTES, "no
  *   5120          512 x 2                512 x 2
  *   8192          512 x 2                512 x 2
  *   12288         512 x 3                512 x 3
- *   16384         512 x 4                LOOPED
+ *   16384         512 x 4                512 x 4 (x, dY re-read from the ring)
  *   > 16384       LOOPED                 LOOPED
+ *
+ * Two ring stages (one row ahead): the FROST_NORM_TUNE sweep of 2026-12-02 on the H200
+ * (docs/PERF.md) found 2 stages with more resident blocks faster than 3-4 stages with
+ * fewer, forward and backward, at every suite shape.
  */
 typedef struct tile_rule {
     int nv_pref, nv_max, max_group;
@@ -79,9 +83,9 @@ enum { PATH_VEC16 = 0, PATH_VEC32 = 1, PATH_SCALAR = 2 };
 
 static const tile_rule tile_rules[2][3] = {
     /* forward */
-    {{2, 4, 512, 1024, 2, 4}, {2, 4, 1024, 1024, 2, 4}, {8, 16, 1024, 1024, 8, 0}},
+    {{2, 4, 512, 1024, 2, 2}, {2, 4, 1024, 1024, 2, 2}, {8, 16, 1024, 1024, 8, 0}},
     /* backward */
-    {{2, 3, 512, 512, 1, 4}, {2, 4, 512, 512, 1, 4}, {8, 8, 512, 512, 4, 0}},
+    {{2, 4, 512, 512, 1, 2}, {2, 4, 512, 512, 1, 2}, {8, 8, 512, 512, 4, 0}},
 };
 /* The ring gets fewer stages when STAGES * (tensors * NV * BLOCK * 16 bytes) would pass
  * RING_MAX_BYTES (two blocks still fit an SM); when not even 2 stages fit, 2 stages up to

@@ -8,9 +8,11 @@
  * inv_std are f32, one per row, with their own strides.
  *
  * The row lives in registers (see norm_kernel.cuh for who holds which columns): each
- * thread loads its NV units of the row once, the row group reduces the sum, then (for
- * LayerNorm) the centred sum of squares over the same registers, so the variance is the
- * two-pass one, never E[x^2] - E[x]^2.  Then y is written once.  HBM sees x read once and
+ * thread loads its NV units of the row once; RMSNorm reduces the sum of squares over the
+ * row group; LayerNorm has each thread take the mean and centred squares of its own
+ * elements, then merges those (count, mean, M2) summaries over the group in one reduction
+ * (Chan's formula, norm_group_moments), so the variance is never E[x^2] - E[x]^2 and the
+ * row costs one block barrier.  Then y is written once.  HBM sees x read once and
  * y written once, which is the whole cost of this kernel.
  *
  * To keep loads in flight the grid is persistent (the host sizes it to the resident
@@ -117,15 +119,22 @@ FROST_DEVICE void fwd_store_stats(const norm_fwd_params *p, int64_t row, float m
 
 /* Statistics and output of one register-resident row; every thread of the block calls
  * it (row >= rows: an idle group that only joins the reductions). */
-FROST_DEVICE void fwd_process(const norm_fwd_params *p, const uint32_t *cur, int64_t row, int lane, float *red,
+FROST_DEVICE void fwd_process(const norm_fwd_params *p, const uint32_t *cur, int64_t row, int lane, norm_red *red,
                               const int vec, const int units)
 {
-    const float s = norm_group_sum(fwd_partial_sum(cur, vec, units), red);
 #if defined(KIND_LAYER)
-    const float mean = s * p->inv_cols;
-    const float q = norm_group_sum(fwd_partial_sq(cur, lane, p->cols, mean, vec, units), red);
+    /* the thread's own count, mean and centred squares, then one merged reduction */
+    int valid = 0;
+#pragma unroll
+    for (int k = 0; k < units; k++)
+        valid += norm_unit_valid(k, lane, p->cols, vec) ? vec : 0;
+    const float n = (float)valid;
+    float mean = valid ? fwd_partial_sum(cur, vec, units) / n : 0.0f;
+    float q = fwd_partial_sq(cur, lane, p->cols, mean, vec, units);
+    norm_group_moments(n, &mean, &q, red);
     const float rstd = rsqrtf(q * p->inv_cols + p->epsilon);
 #else
+    const float s = norm_group_sum(fwd_partial_sum(cur, vec, units), red);
     const float mean = 0.0f;
     const float rstd = rsqrtf(s * p->inv_cols + p->epsilon);
 #endif
@@ -145,7 +154,7 @@ FROST_DEVICE void fwd_process(const norm_fwd_params *p, const uint32_t *cur, int
  * each thread holds NV units of its group's row and prefetches the next row's. */
 FROST_DEVICE void fwd_rows(const norm_fwd_params *p, const int vec)
 {
-    __shared__ float red[BLOCK / 32];
+    NORM_RED(red);
     const int units = ELEMS / vec;
     const int group = threadIdx.x / GROUP, lane = threadIdx.x % GROUP;
     const frost_io *x = (const frost_io *)p->x;
@@ -190,7 +199,7 @@ FROST_DEVICE void fwd_rows(const norm_fwd_params *p, const int vec)
 FROST_DEVICE void fwd_rows_staged(const norm_fwd_params *p)
 {
     extern __shared__ norm_cell ring[];
-    __shared__ float red[BLOCK / 32];
+    NORM_RED(red);
     const int group = threadIdx.x / GROUP, lane = threadIdx.x % GROUP;
     const frost_io *x = (const frost_io *)p->x;
     const int64_t step = (int64_t)gridDim.x * ROWS_PER_BLOCK;
@@ -226,7 +235,7 @@ FROST_DEVICE void fwd_rows_staged(const norm_fwd_params *p)
  * reading x once per pass. */
 FROST_DEVICE void fwd_rows_chunked(const norm_fwd_params *p, const int vec, const int units)
 {
-    __shared__ float red[BLOCK / 32];
+    NORM_RED(red);
     const int group = threadIdx.x / GROUP, lane = threadIdx.x % GROUP;
     const int chunk = GROUP * units * vec;
     const int64_t step = (int64_t)gridDim.x * ROWS_PER_BLOCK;
