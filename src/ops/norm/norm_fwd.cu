@@ -8,11 +8,13 @@
  * inv_std are f32, one per row, with their own strides.
  *
  * The row lives in registers (see norm_kernel.cuh for who holds which columns): each
- * thread loads its NV units of the row once; RMSNorm reduces the sum of squares over the
- * row group; LayerNorm has each thread take the mean and centred squares of its own
- * elements, then merges those (count, mean, M2) summaries over the group in one reduction
- * (Chan's formula, norm_group_moments), so the variance is never E[x^2] - E[x]^2 and the
- * row costs one block barrier.  Then y is written once.  HBM sees x read once and
+ * thread loads its NV units of the row once, the row group reduces the sum, then (for
+ * LayerNorm) the centred sum of squares over the same registers, so the variance is the
+ * two-pass one, never E[x^2] - E[x]^2 (one block barrier per reduction).  A one-reduction
+ * variant that merged per-thread (count, mean, M2) summaries with Chan's formula was
+ * measured on the H200 (2026-12-02) at 0.54-0.72x of this: the merges' divisions, done
+ * redundantly by every thread, cost more than the barrier they save.  Then y is written
+ * once.  HBM sees x read once and
  * y written once, which is the whole cost of this kernel.
  *
  * To keep loads in flight the grid is persistent (the host sizes it to the resident
@@ -122,19 +124,12 @@ FROST_DEVICE void fwd_store_stats(const norm_fwd_params *p, int64_t row, float m
 FROST_DEVICE void fwd_process(const norm_fwd_params *p, const uint32_t *cur, int64_t row, int lane, norm_red *red,
                               const int vec, const int units)
 {
+    const float s = norm_group_sum(fwd_partial_sum(cur, vec, units), red);
 #if defined(KIND_LAYER)
-    /* the thread's own count, mean and centred squares, then one merged reduction */
-    int valid = 0;
-#pragma unroll
-    for (int k = 0; k < units; k++)
-        valid += norm_unit_valid(k, lane, p->cols, vec) ? vec : 0;
-    const float n = (float)valid;
-    float mean = valid ? fwd_partial_sum(cur, vec, units) / n : 0.0f;
-    float q = fwd_partial_sq(cur, lane, p->cols, mean, vec, units);
-    norm_group_moments(n, &mean, &q, red);
+    const float mean = s * p->inv_cols;
+    const float q = norm_group_sum(fwd_partial_sq(cur, lane, p->cols, mean, vec, units), red);
     const float rstd = rsqrtf(q * p->inv_cols + p->epsilon);
 #else
-    const float s = norm_group_sum(fwd_partial_sum(cur, vec, units), red);
     const float mean = 0.0f;
     const float rstd = rsqrtf(s * p->inv_cols + p->epsilon);
 #endif

@@ -290,7 +290,7 @@ FROST_DEVICE void norm_store_unit(frost_io *row, int col, const float v[VEC], co
  * k % 2, waits at its barrier, reads; reduction k + 2 writes the same half only after every
  * warp has passed reduction k + 1's barrier, which each reaches after its reads of k.
  * Every thread of the block must make the same sequence of reductions. */
-#define NORM_RED_HALF (3 * (BLOCK / 32))
+#define NORM_RED_HALF (2 * (BLOCK / 32))
 typedef struct norm_red {
     float *buf; /* shared, 2 * NORM_RED_HALF floats */
     int half;
@@ -353,52 +353,6 @@ FROST_DEVICE void norm_group_sum2(float *a, float *b, norm_red *r)
     }
     *a = sa;
     *b = sb;
-#endif
-}
-
-/* Chan's merge of the summary (n2, m2, q2) into (n, m, q): count, mean, sum of squared
- * deviations from the mean.  Written symmetric in its two operands and without
- * contraction (the _rn intrinsics), so both lanes of a butterfly step get the same bits. */
-FROST_DEVICE void norm_merge(float *n, float *m, float *q, float n2, float m2, float q2)
-{
-    const float nn = __fadd_rn(*n, n2);
-    const float inv = nn > 0.0f ? __frcp_rn(nn) : 0.0f;
-    const float d = __fsub_rn(m2, *m);
-    const float mean = __fmul_rn(__fadd_rn(__fmul_rn(*n, *m), __fmul_rn(n2, m2)), inv);
-    *q = __fadd_rn(__fadd_rn(*q, q2), __fmul_rn(__fmul_rn(__fmul_rn(d, d), __fmul_rn(*n, n2)), inv));
-    *m = mean;
-    *n = nn;
-}
-
-/* Mean and sum of squared deviations of the row group's elements from each thread's
- * (n, m, q) over its own elements, in one reduction (one barrier when GROUP > 32): lanes
- * merge by butterfly, then every thread merges its group's warp summaries in warp order.
- * Deterministic, and every thread of a group ends with the same bits. */
-FROST_DEVICE void norm_group_moments(float n, float *m, float *q, norm_red *r)
-{
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1)
-        if (o < GROUP) {
-            const float n2 = __shfl_xor_sync(0xffffffffu, n, o);
-            const float m2 = __shfl_xor_sync(0xffffffffu, *m, o);
-            const float q2 = __shfl_xor_sync(0xffffffffu, *q, o);
-            norm_merge(&n, m, q, n2, m2, q2);
-        }
-#if GROUP > 32
-    float *red = norm_red_next(r);
-    if ((threadIdx.x & 31) == 0) {
-        red[threadIdx.x / 32] = n;
-        red[BLOCK / 32 + threadIdx.x / 32] = *m;
-        red[2 * (BLOCK / 32) + threadIdx.x / 32] = *q;
-    }
-    __syncthreads();
-    const int first = (threadIdx.x / GROUP) * (GROUP / 32);
-    n = red[first], *m = red[BLOCK / 32 + first], *q = red[2 * (BLOCK / 32) + first];
-#pragma unroll
-    for (int w = 1; w < GROUP / 32; w++)
-        norm_merge(&n, m, q, red[first + w], red[BLOCK / 32 + first + w], red[2 * (BLOCK / 32) + first + w]);
-#else
-    (void)r;
 #endif
 }
 
