@@ -96,7 +96,7 @@ static const tile_rule tile_rules[2][3] = {
 #define RING_MAX_2_BYTES (128 * 1024)
 
 /* Developer tuning (docs/CONTRIBUTING-GPU.md): FROST_NORM_TUNE="name=value,..." overrides
- * the table for experiments on a GPU; unset, the table rules.  Names: nv (nv_pref),
+ * the table for experiments on a GPU; unset, the table rules.  Names: nv (nv_pref), nvmax,
  * group (max_group), stages (ring depth; 0 = register prefetch), l2 (1: 256-byte L2
  * fetches), persist (1: persistent grid, 0: one row group per row; forward only),
  * bps (cap on blocks per SM), minrows (backward: rows a row group should see at least). */
@@ -265,7 +265,7 @@ static frost_status make_config(const frost__norm_problem *p, norm_plan *plan, f
     if (plan->group > tune("group", rule->max_group))
         plan->group = tune("group", rule->max_group);
     plan->nv = (int)ceil_div(units, plan->group);
-    if (plan->nv > rule->nv_max) {
+    if (plan->nv > tune("nvmax", rule->nv_max)) {
         plan->looped = 1;
         plan->group = rule->looped_block;
         plan->nv = rule->looped_nv;
