@@ -36,7 +36,8 @@
  * with and without running statistics and inference; backward with saved, recomputed and
  * half-saved statistics; segments split over many tiles (workspace exchange) and, with
  * FROST_CNORM_TILE_KB=16, segments of more than 132 tiles: larger than a wave on an H200,
- * so they take the three-kernel fallback), then
+ * so they take the three-kernel fallback; tiles double-buffered in shared memory, and a
+ * backward whose tiles fit only once), then
  * seeded random cases, then the selector's refusals.  FROST_TEST_SMALL=1 runs only the
  * cases marked small (for compute-sanitizer).  FROST_TEST_SEED / FROST_TEST_CASE rerun one.
  */
@@ -105,6 +106,9 @@ static const ccase table[] = {
     {"in bf16 nhwc many tiles", IN, BF16, 2, 32, 64, 64, 0, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 16, 0},
     {"gn bf16 nhwc offset 8", GN, BF16, 2, 64, 16, 16, 4, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 8.0, 0, 0},
     {"gn bf16 n 0", GN, BF16, 0, 32, 4, 4, 4, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.0, 0, 0},
+    /* 8 KB pixels in one group: the forward double-buffers, the backward's x and dy tiles
+     * fit only once (one stage) */
+    {"gn bf16 nhwc wide group one stage", GN, BF16, 2, 4096, 6, 5, 1, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 0, 0},
 };
 #undef F32
 #undef F16
@@ -495,6 +499,8 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
         /* these cases are sized to exceed one wave of 16 KB tiles on a GPU of <= 140 SMs */
         if (strstr(c->name, "fallback") && dev->sm_count <= 140 && !strstr(explain, "second read of x"))
             tu_failf("expected the three-kernel fallback:\n%s", explain);
+        if (c->n > 0 && c->c <= 1024 && !strstr(explain, "double-buffered"))
+            tu_failf("expected double-buffered tiles:\n%s", explain);
     }
     frost_graph_destroy(gc);
     frost_graph_destroy(gg);
@@ -512,6 +518,11 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
                 compare("d_scale", &r.gpu[T_DSCALE], &r.cpu[T_DSCALE], pt, 0);
             if (r.id[T_DBIAS])
                 compare("d_bias", &r.gpu[T_DBIAS], &r.cpu[T_DBIAS], pt, 0);
+            char explain[4096];
+            TU_OK(frost_graph_explain(gg, explain, sizeof explain, NULL));
+            if (strstr(c->name, "one stage") && dev->smem_per_block_optin <= 232448 &&
+                !strstr(explain, "single-buffered"))
+                tu_failf("expected single-buffered tiles:\n%s", explain);
         }
         frost_graph_destroy(gc);
         frost_graph_destroy(gg);

@@ -48,11 +48,12 @@ typedef struct fwd_smem {
     int *flag;
 } fwd_smem;
 
+/* Stage s's tile at base + s * tile; the arrays after the last stage. */
 FROST_DEVICE void fwd_carve(const cnorm_params *p, unsigned char *base, fwd_smem *m)
 {
-    const uint64_t tile = CNORM_TILE_BYTES(cn_tile_elems(p), sizeof(frost_io));
+    const uint64_t tile = cn_tile_bytes(p);
     m->x = (frost_io *)base;
-    float *ch = (float *)(base + tile);
+    float *ch = (float *)(base + (uint64_t)p->stages * tile);
     m->sum = ch;
     m->sq = ch + p->cw;
     m->coef_a = ch + 2 * p->cw;
@@ -235,24 +236,31 @@ FROST_DEVICE void fwd_apply(const cnorm_params *p, const cnorm_tile *tl, const f
     }
 }
 
+/* Tiles t = blockIdx.x, + gridDim.x, ...; with two stages tile t + gridDim.x loads into the
+ * other stage while this one is worked on (see the header of chan_norm_kernel.cuh). */
 extern "C" __global__ void __launch_bounds__(CNORM_THREADS, 1) cnorm_fwd_kernel(const __grid_constant__ cnorm_params p)
 {
     extern __shared__ uint4 cnorm_smem[];
+    unsigned char *base = (unsigned char *)cnorm_smem;
+    const uint64_t tile_bytes = cn_tile_bytes(&p);
     fwd_smem m;
-    fwd_carve(&p, (unsigned char *)cnorm_smem, &m);
-    const frost_io *x = (const frost_io *)p.x;
+    fwd_carve(&p, base, &m);
+    int stage = 0;
+    if ((int)blockIdx.x < p.num_tiles)
+        cn_issue_stage(&p, blockIdx.x, m.x, 0);
     for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
         const cnorm_tile tl = cn_tile(&p, t);
-        if (p.vec_ok) {
-            cn_load_tile(&p, &tl, x, p.x_sn, m.x, CN_VEC);
-            cn_cp_async_wait_all();
-        } else {
-            cn_load_tile(&p, &tl, x, p.x_sn, m.x, 1);
-        }
-        __syncthreads();
-        if (t + (int)gridDim.x < p.num_tiles) {
-            const cnorm_tile next = cn_tile(&p, t + gridDim.x);
-            cn_prefetch_tile(&p, &next, x, p.x_sn);
+        const int next = t + (int)gridDim.x;
+        m.x = (frost_io *)(base + (uint64_t)stage * tile_bytes);
+        cn_cp_async_wait_all();
+        __syncthreads(); /* tile t has landed; the other stage's last reader (tile t - gridDim.x) is done */
+        if (next < p.num_tiles) {
+            if (p.stages == 2) {
+                cn_issue_stage(&p, next, (frost_io *)(base + (uint64_t)(stage ^ 1) * tile_bytes), 0);
+            } else {
+                const cnorm_tile nt = cn_tile(&p, next);
+                cn_prefetch_tile(&p, &nt, (const frost_io *)p.x, p.x_sn);
+            }
         }
         fwd_resolve_stats(&p, &tl, t, &m);
         if (p.mode != CNORM_MODE_STATS) {
@@ -261,7 +269,10 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS, 1) cnorm_fwd_kernel(
             else
                 fwd_apply(&p, &tl, &m, 1);
         }
-        __syncthreads(); /* the tile and the arrays are reused */
+        __syncthreads(); /* the stage and the arrays are reused */
+        if (next < p.num_tiles && p.stages == 1)
+            cn_issue_stage(&p, next, m.x, 0);
+        stage ^= p.stages - 1;
     }
 }
 

@@ -21,7 +21,12 @@
  * butterfly: deterministic.  Why it cannot deadlock: G <= #SMs resident blocks take tiles
  * t = b, b + G, b + 2G, ... and a segment has at most G tiles, so no block holds two tiles
  * of one segment, and every tile a block waits for belongs to a block whose earlier tiles
- * lie in earlier segments, which complete first (induction over segments).
+ * lie in earlier segments, which complete first (induction over segments).  Double
+ * buffering adds no edge to that argument: a block issues the cp.async loads of tile
+ * t + G before it waits at tile t's barrier, but those loads complete on their own (they
+ * wait for no other block), and the block only waits for them at the top of its next
+ * tile, after tile t's barrier has released.  Every block still holds one stage being
+ * worked on and at most one being filled, and the grid is still one block per SM.
  */
 #ifndef FROST_CHAN_NORM_STATS_CUH
 #define FROST_CHAN_NORM_STATS_CUH

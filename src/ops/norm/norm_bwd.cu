@@ -170,6 +170,25 @@ FROST_DEVICE float *bwd_partial_row(float *base, const norm_bwd_params *p)
     return base ? base + ((int64_t)blockIdx.x * ROWS_PER_BLOCK + group) * p->partial_stride : 0;
 }
 
+FROST_DEVICE void bwd_load_stats(const norm_bwd_params *p, int64_t row, float *mean_s, float *rstd_s)
+{
+    *mean_s = p->mean ? p->mean[row * p->mean_stride] : 0.0f;
+    *rstd_s = p->inv_std ? p->inv_std[row * p->inv_std_stride] : 1.0f;
+}
+
+FROST_DEVICE void bwd_store_partials(const norm_bwd_params *p, const float *acc_w, const float *acc_b, int lane,
+                                     const int vec, const int units)
+{
+#if defined(DSCALE)
+    bwd_store_partial(bwd_partial_row(p->partial_scale, p), acc_w, lane, p->cols, 0, false, vec, units);
+#endif
+#if defined(DBIAS)
+    bwd_store_partial(bwd_partial_row(p->partial_bias, p), acc_b, lane, p->cols, 0, false, vec, units);
+#endif
+    (void)p, (void)acc_w, (void)acc_b, (void)lane;
+}
+
+#if !defined(LOOPED) && !(defined(STAGES) && STAGES > 1 && VEC > 1)
 /* dx of one register-resident row and its share of the column sums; every thread of the
  * block calls it (inactive: an idle group that only joins the reductions). */
 FROST_DEVICE void bwd_process(const norm_bwd_params *p, const uint32_t *x, const uint32_t *dy, int64_t row,
@@ -192,25 +211,6 @@ FROST_DEVICE void bwd_process(const norm_bwd_params *p, const uint32_t *x, const
                      sgx * p->inv_cols, vec, units, acc_w, acc_b);
 }
 
-FROST_DEVICE void bwd_load_stats(const norm_bwd_params *p, int64_t row, float *mean_s, float *rstd_s)
-{
-    *mean_s = p->mean ? p->mean[row * p->mean_stride] : 0.0f;
-    *rstd_s = p->inv_std ? p->inv_std[row * p->inv_std_stride] : 1.0f;
-}
-
-FROST_DEVICE void bwd_store_partials(const norm_bwd_params *p, const float *acc_w, const float *acc_b, int lane,
-                                     const int vec, const int units)
-{
-#if defined(DSCALE)
-    bwd_store_partial(bwd_partial_row(p->partial_scale, p), acc_w, lane, p->cols, 0, false, vec, units);
-#endif
-#if defined(DBIAS)
-    bwd_store_partial(bwd_partial_row(p->partial_bias, p), acc_b, lane, p->cols, 0, false, vec, units);
-#endif
-    (void)p, (void)acc_w, (void)acc_b, (void)lane;
-}
-
-#if !defined(LOOPED) && !(defined(STAGES) && STAGES > 1 && VEC > 1)
 /* Prefetching doubles the raw registers of x and dy; see the budget note in norm_fwd.cu. */
 #define PREFETCH (ELEMS * IO_BYTES <= (BLOCK < 1024 ? 64 : 32))
 
