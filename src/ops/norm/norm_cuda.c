@@ -45,7 +45,7 @@ FROST__STATIC_ASSERT(sizeof(norm_reduce_params) == NORM_REDUCE_PARAMS_BYTES, "no
 #define BWD_SOURCE "src/ops/norm/norm_bwd.cu"
 #define REDUCE_SOURCE "src/ops/norm/norm_bwd_reduce.cu"
 #define REDUCE_COLS 32     /* columns per block of the reduce kernel (norm_bwd_reduce.cu) */
-#define REDUCE_THREADS 256
+#define REDUCE_THREADS 1024 /* 32 columns x 32 slices */
 #define MAX_COLS (1 << 30) /* column offsets are int32 in the kernels */
 
 /* ------------------------------------------------------------------------------------ */
