@@ -1,15 +1,17 @@
 /*
- * norm_cuda.h — what the cuda norm engine (norm_cuda.c) takes from adanorm_cuda.c: how
- * rows find AdaLayerNorm's per-sample parameter rows, and how the backward splits rows
- * into segments so that d_scale and d_bias can be summed per parameter row.  Private to
+ * norm_cuda.h — the cuda norm engine's plan (norm_cuda_config.c, norm_cuda.c)
+ * and what it takes from adanorm_cuda.c: how rows find AdaLayerNorm's
+ * per-sample parameter rows, and how the backward splits rows into segments so
+ * that d_scale and d_bias can be summed per parameter row.  Private to
  * src/ops/norm/.
  *
- * Layout legend: x [R..., C...], rows = prod(R...); a parameter carries some of x's outer
- * dims (x [B, S, C], scale [B, 1, C] carries B).  The kernels address parameter row
- * (r / div) % count of row r (norm_param_map, norm_kernel.cuh).  The backward's rows are
- * cut into segments of segment_rows consecutive rows that never straddle two parameter
- * rows of a per-sample gradient, so each block's partial rows belong to one parameter row
- * and out row q of a gradient is the sum of segments_per_out consecutive segments.
+ * Layout legend: x [R..., C...], rows = prod(R...); a parameter carries some of
+ * x's outer dims (x [B, S, C], scale [B, 1, C] carries B).  The kernels address
+ * parameter row (r / div) % count of row r (norm_param_map, norm_kernel.cuh).
+ * The backward's rows are cut into segments of segment_rows consecutive rows
+ * that never straddle two parameter rows of a per-sample gradient, so each
+ * block's partial rows belong to one parameter row and out row q of a gradient
+ * is the sum of segments_per_out consecutive segments.
  */
 #ifndef FROST_OPS_NORM_CUDA_H
 #define FROST_OPS_NORM_CUDA_H
@@ -19,22 +21,64 @@
 
 typedef struct frost__adanorm_cuda {
     norm_param_map scale, bias; /* how rows read scale and bias (identity when shared) */
-    int64_t segment_rows;       /* backward: rows of a segment (>= 1; all rows without per-sample gradients) */
-    /* backward, per gradient (0: d_scale, 1: d_bias): consecutive segments per parameter
-     * row, parameter rows, elements between parameter rows */
+    int64_t segment_rows;       /* backward: rows of a segment (>= 1; all rows without
+                                   per-sample gradients) */
+    /* backward, per gradient (0: d_scale, 1: d_bias): consecutive segments per
+     * parameter row, parameter rows, elements between parameter rows */
     int64_t segments_per_out[2], out_rows[2], out_stride[2];
 } frost__adanorm_cuda;
 
-/* Fills a for problem p (any kind; LayerNorm and RMSNorm get identity maps and one
- * segment) or refuses with NOT_SUPPORTED and the constraint in why: carried dims that do
- * not form one run of x's outer dims collapsing to one stride, a per-sample gradient
- * whose rows are not consecutive, or one whose partial rows would outweigh d_y by far.
- * row_groups is the plan's row groups per block.  Device-independent. */
+/* Fills a for problem p (any kind; LayerNorm and RMSNorm get identity maps and
+ * one segment) or refuses with NOT_SUPPORTED and the constraint in why: carried
+ * dims that do not form one run of x's outer dims collapsing to one stride, a
+ * per-sample gradient whose rows are not consecutive, or one whose partial rows
+ * would outweigh d_y by far. row_groups is the plan's row groups per block.
+ * Device-independent. */
 frost_status frost__adanorm_cuda_config(const frost__norm_problem *p, int row_groups, frost__adanorm_cuda *a,
                                         frost__buf *why);
 
-/* The kernel key the cuda norm engine picks for p, or its refusal (norm_cuda.c). */
+/* The kernel key the cuda norm engine picks for p, or its refusal
+ * (norm_cuda.c). */
 struct frost__kernel_key;
 frost_status frost__norm_cuda_key(const frost__norm_problem *p, struct frost__kernel_key *key, frost__buf *why);
+
+/* ---- the plan of a cuda norm node (norm_cuda_config.c fills the
+ * configuration, norm_cuda.c the rest at build) ---- */
+#include "runtime/runtime.h"
+
+typedef struct frost__norm_plan {
+    int backward;
+    int vec, nv, group, block, looped;
+    int rows_per_block_groups; /* row groups per block (block / group) */
+    int stages;                /* cp.async ring depth, 0 when none */
+    int persistent;            /* grid capped at the resident blocks (else a block per row
+                                  group) */
+    size_t ring_bytes;         /* dynamic shared memory of the ring */
+    int want_dscale, want_dbias;
+    frost__adanorm_cuda ada; /* parameter maps and backward segments */
+    frost__kernel_key key, reduce_key;
+    frost__kernel *kernel, *reduce;
+    /* set by build */
+    int blocks_per_sm;
+    unsigned grid;
+    int64_t rows_per_block; /* backward: contiguous rows per block */
+    int64_t blocks_per_segment;
+    int64_t num_partials;   /* backward: partial rows = grid * row groups per block */
+    int64_t partial_stride; /* floats */
+    size_t partial_bytes;   /* one partial buffer, 256-byte aligned */
+} frost__norm_plan;
+
+/* Support and the whole configuration of p (device-independent), or
+ * NOT_SUPPORTED with the constraint in why (norm_cuda_config.c). */
+frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_plan *plan, frost__buf *why);
+
+/* A FROST_NORM_TUNE override by name, else dflt (developer tuning;
+ * norm_cuda_config.c). */
+int frost__norm_tune(const char *name, int dflt);
+
+static inline int64_t frost__norm_ceil_div(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
 
 #endif /* FROST_OPS_NORM_CUDA_H */

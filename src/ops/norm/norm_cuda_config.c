@@ -1,0 +1,312 @@
+/*
+ * norm_cuda_config.c — which LayerNorm / RMSNorm / AdaLayerNorm problems the
+ * cuda norm kernels cover and the whole configuration of each (kernel key, row
+ * groups, units a thread, ring depth, grid kind): the table, the layout checks
+ * and frost__norm_cuda_config(). One function decides both support and
+ * configuration, so a support answer can never disagree with what build
+ * compiles; norm_cuda.c's select calls it with the device's checks around it,
+ * and frost__norm_cuda_keys() (norm_cuda_keys.c) calls it on typical problems
+ * to list the keys frost-precompile should compile.
+ *
+ * Layout legend: rows = prod(R...), cols = prod(C...) of X [R..., C...]; a
+ * "unit" is what one thread loads at a time: a 16-byte vector (8 f16/bf16 or 4
+ * f32 elements) on the vector path, one element on the scalar path.
+ *
+ * The kernels (norm_fwd.cu, norm_bwd.cu, norm_bwd_reduce.cu; norm_kernel.cuh
+ * has the shared parameter blocks and row helpers) need rows evenly spaced (the
+ * outer dims collapse to one row stride) and the normalized dims contiguous;
+ * anything else is refused with the constraint named, and the ref engine takes
+ * it.  The vector path needs cols and every row stride to be multiples of the
+ * unit; base-pointer alignment is only known at execute, so vector kernels
+ * carry a scalar fallback chosen per launch.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/norm/norm_cuda.h"
+
+#define FWD_SOURCE "src/ops/norm/norm_fwd.cu"
+#define BWD_SOURCE "src/ops/norm/norm_bwd.cu"
+#define REDUCE_SOURCE "src/ops/norm/norm_bwd_reduce.cu"
+#define MAX_COLS (1 << 30) /* column offsets are int32 in the kernels */
+
+/* ------------------------------------------------------------------------------------
+ */
+/* The launch-configuration table */
+/* ------------------------------------------------------------------------------------
+ */
+/* Per direction and path: the row group (threads per row, a power of two) is
+ * the smallest that gives each thread at most nv_pref units, capped at
+ * max_group; units per thread NV = ceil(units / group) must then be <= nv_max,
+ * else the row is walked in chunks (LOOPED: group = block = looped_block
+ * threads, looped_nv units per chunk).  Blocks have max(group, 256) threads.
+ * Vector paths stream rows through a `stages`-deep cp.async ring in shared
+ * memory (fewer stages when the ring would pass RING_MAX_BYTES, register
+ * prefetch below 2).  The limits come from ptxas on sm_90a and sm_80: no
+ * spills, and registers low enough for 2+ blocks of 256 per SM.
+ *
+ *   cols (bf16)   fwd group x NV         bwd group x NV        (f32: units are
+ * 4 elements) 128           8 x 2   (32 rows/blk)  8 x 2  (32 rows/blk) 1000,
+ * 1024    64 x 2   (4 rows/blk)  64 x 2  (4 rows/blk) 4096          256 x 2 256
+ * x 2 5120          512 x 2                512 x 2 8192          512 x 2 512 x
+ * 2 12288         512 x 3                512 x 3 16384         512 x 4 512 x 4
+ * (x, dY re-read from the ring) > 16384       LOOPED                 LOOPED
+ *
+ * Two ring stages (one row ahead): the FROST_NORM_TUNE sweep of 2026-12-02 on
+ * the H200 (docs/PERF.md) found 2 stages with more resident blocks faster than
+ * 3-4 stages with fewer, forward and backward, at every suite shape.
+ */
+typedef struct tile_rule {
+    int nv_pref, nv_max, max_group;
+    int looped_block, looped_nv;
+    int stages; /* depth of the cp.async row ring (vector path), 0: register
+                   prefetch */
+} tile_rule;
+
+enum { PATH_VEC16 = 0, PATH_VEC32 = 1, PATH_SCALAR = 2 };
+
+static const tile_rule tile_rules[2][3] = {
+    /* forward */
+    {{2, 4, 512, 1024, 2, 2}, {2, 4, 1024, 1024, 2, 2}, {8, 16, 1024, 1024, 8, 0}},
+    /* backward */
+    {{2, 4, 512, 512, 1, 2}, {2, 4, 512, 512, 1, 2}, {8, 8, 512, 512, 4, 0}},
+};
+/* The ring gets fewer stages when STAGES * (tensors * NV * BLOCK * 16 bytes)
+ * would pass RING_MAX_BYTES (two blocks still fit an SM); when not even 2
+ * stages fit, 2 stages up to RING_MAX_2_BYTES (one block per SM: these are the
+ * widest rows, whose register prefetch would spill); else the kernel prefetches
+ * into registers. */
+#define RING_MAX_BYTES (96 * 1024)
+#define RING_MAX_2_BYTES (128 * 1024)
+
+/* Developer tuning (docs/CONTRIBUTING-GPU.md): FROST_NORM_TUNE="name=value,..."
+ * overrides the table for experiments on a GPU; unset, the table rules.  Names:
+ * nv (nv_pref), nvmax, group (max_group), stages (ring depth; 0 = register
+ * prefetch), l2 (1: 256-byte L2 fetches), persist (1: persistent grid, 0: one
+ * row group per row; forward only), bps (cap on blocks per SM), minrows
+ * (backward: rows a row group should see at least). */
+int frost__norm_tune(const char *name, int dflt)
+{
+    const char *env = getenv("FROST_NORM_TUNE");
+    const size_t len = strlen(name);
+    for (const char *q = env; q && *q;) {
+        if (!strncmp(q, name, len) && q[len] == '=')
+            return atoi(q + len + 1);
+        q = strchr(q, ',');
+        q = q ? q + 1 : NULL;
+    }
+    return dflt;
+}
+
+/* ------------------------------------------------------------------------------------
+ */
+/* Plans */
+/* ------------------------------------------------------------------------------------
+ */
+static const char *dtype_define(frost_dtype t)
+{
+    return t == FROST_F32 ? "DTYPE_F32" : t == FROST_F16 ? "DTYPE_F16" : "DTYPE_BF16";
+}
+
+static int next_pow2(int64_t v)
+{
+    int p = 1;
+    while (p < v)
+        p <<= 1;
+    return p;
+}
+
+/* Writes "3" or "[12, 1]" for a slot's inner strides. */
+static void print_inner_strides(frost__buf *why, const frost__norm_problem *p, const frost__norm_layout *l)
+{
+    if (p->inner_rank == 1) {
+        frost__buf_printf(why, "%lld", (long long)l->inner_stride[0]);
+        return;
+    }
+    frost__buf_printf(why, "[");
+    for (int i = 0; i < p->inner_rank; i++)
+        frost__buf_printf(why, "%s%lld", i ? ", " : "", (long long)l->inner_stride[i]);
+    frost__buf_printf(why, "]");
+}
+
+static const char *const slot_label[FROST__NORM_NUM_SLOTS] = {
+    "X", "scale", "bias", "Y", "mean", "inv_std", "dY", "dX", "d_scale", "d_bias",
+};
+
+/* Layout checks shared by both directions; NOT_SUPPORTED with the sentence in
+ * why. */
+static frost_status check_layouts(const frost__norm_problem *p, frost__buf *why)
+{
+    static const int data_slots[] = {FROST__NORM_X, FROST__NORM_Y, FROST__NORM_D_Y, FROST__NORM_D_X};
+    static const int param_slots[] = {FROST__NORM_SCALE, FROST__NORM_BIAS, FROST__NORM_D_SCALE, FROST__NORM_D_BIAS};
+    static const int stat_slots[] = {FROST__NORM_MEAN, FROST__NORM_INV_STD};
+    if (p->cols > MAX_COLS) {
+        frost__buf_printf(why,
+                          "cuda norm handles up to %d normalized elements per row; "
+                          "this row has %lld",
+                          MAX_COLS, (long long)p->cols);
+        return FROST_NOT_SUPPORTED;
+    }
+    for (size_t i = 0; i < FROST__ARRAY_SIZE(data_slots); i++) {
+        const frost__norm_layout *l = &p->slot[data_slots[i]];
+        if (!l->present)
+            continue;
+        if (!l->inner_contiguous) {
+            frost__buf_printf(why,
+                              "cuda norm needs the normalized dims contiguous "
+                              "(stride 1); %s's inner stride is ",
+                              slot_label[data_slots[i]]);
+            print_inner_strides(why, p, l);
+            return FROST_NOT_SUPPORTED;
+        }
+        if (l->row_stride < 0 && p->rows > 1) {
+            frost__buf_printf(why,
+                              "cuda norm needs %s's outer (row) dims to collapse to one "
+                              "non-negative row stride; "
+                              "its %d outer dims do not (make the rows evenly spaced, e.g. packed)",
+                              slot_label[data_slots[i]], p->outer_rank);
+            return FROST_NOT_SUPPORTED;
+        }
+    }
+    for (size_t i = 0; i < FROST__ARRAY_SIZE(param_slots); i++) {
+        const frost__norm_layout *l = &p->slot[param_slots[i]];
+        if (l->present && !l->inner_contiguous) {
+            frost__buf_printf(why, "cuda norm needs %s contiguous (stride 1); its stride is ",
+                              slot_label[param_slots[i]]);
+            print_inner_strides(why, p, l);
+            return FROST_NOT_SUPPORTED;
+        }
+    }
+    for (size_t i = 0; i < FROST__ARRAY_SIZE(stat_slots); i++) {
+        const frost__norm_layout *l = &p->slot[stat_slots[i]];
+        if (l->present && l->row_stride < 0 && p->rows > 1) {
+            frost__buf_printf(why,
+                              "cuda norm needs %s's outer dims to collapse to one "
+                              "stride between rows; they do not "
+                              "(give it packed strides)",
+                              slot_label[stat_slots[i]]);
+            return FROST_NOT_SUPPORTED;
+        }
+    }
+    return FROST_OK;
+}
+
+/* Can every row of every data slot, and every per-sample parameter row the
+ * kernels read, start on a 16-byte boundary (given aligned bases)? */
+static int rows_allow_vectors(const frost__norm_problem *p, int unit_elems)
+{
+    static const int data_slots[] = {FROST__NORM_X, FROST__NORM_Y, FROST__NORM_D_Y, FROST__NORM_D_X};
+    if (p->cols % unit_elems != 0)
+        return 0;
+    for (size_t i = 0; i < FROST__ARRAY_SIZE(data_slots); i++) {
+        const frost__norm_layout *l = &p->slot[data_slots[i]];
+        if (l->present && p->rows > 1 && l->row_stride % unit_elems != 0)
+            return 0;
+    }
+    for (int slot = FROST__NORM_SCALE; slot <= FROST__NORM_BIAS && p->per_sample_params; slot++) {
+        const frost__norm_layout *l = &p->slot[slot];
+        for (int i = 0; l->present && i < p->outer_rank; i++)
+            if (l->outer_stride[i] * (l->dtype == FROST_F32 ? 4 : 2) % 16 != 0)
+                return 0;
+    }
+    return 1;
+}
+
+/* Decides support and the whole configuration of a problem
+ * (device-independent). */
+frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_plan *plan, frost__buf *why)
+{
+    frost_status s = check_layouts(p, why);
+    if (s != FROST_OK)
+        return s;
+    const frost_dtype io = p->slot[FROST__NORM_X].dtype;
+    const int io_bytes = io == FROST_F32 ? 4 : 2;
+    const int unit_elems = 16 / io_bytes;
+    const int vector = rows_allow_vectors(p, unit_elems);
+    const int path = !vector ? PATH_SCALAR : io_bytes == 4 ? PATH_VEC32 : PATH_VEC16;
+    const tile_rule *rule = &tile_rules[p->backward][path];
+    const int64_t units = frost__norm_ceil_div(p->cols, vector ? unit_elems : 1);
+
+    memset(plan, 0, sizeof *plan);
+    plan->backward = p->backward;
+    plan->vec = vector ? unit_elems : 1;
+    plan->group = next_pow2(frost__norm_ceil_div(units, frost__norm_tune("nv", rule->nv_pref)));
+    if (plan->group > frost__norm_tune("group", rule->max_group))
+        plan->group = frost__norm_tune("group", rule->max_group);
+    plan->nv = (int)frost__norm_ceil_div(units, plan->group);
+    if (plan->nv > frost__norm_tune("nvmax", rule->nv_max)) {
+        plan->looped = 1;
+        plan->group = rule->looped_block;
+        plan->nv = rule->looped_nv;
+    }
+    plan->block = plan->group < 256 ? 256 : plan->group;
+    /* Forward rows of up to 256 threads run as a plain grid, one row per row
+     * group: the hardware's block scheduler overlaps short blocks better than the
+     * persistent loop (sweep of 2026-12-02: RMSNorm 1.04-1.07x at hidden 1024 and
+     * 4096, 0.90x at 8192). */
+    plan->persistent = p->backward || frost__norm_tune("persist", plan->block > 256);
+    plan->rows_per_block_groups = plan->block / plan->group;
+    s = frost__adanorm_cuda_config(p, plan->rows_per_block_groups, &plan->ada, why);
+    if (s != FROST_OK)
+        return s;
+    if (vector && !plan->looped) {
+        const size_t slot = (size_t)(p->backward ? 2 : 1) * (size_t)plan->nv * (size_t)plan->block * 16;
+        plan->stages = frost__norm_tune("stages", rule->stages);
+        while (plan->stages > 1 && (size_t)plan->stages * slot > RING_MAX_BYTES)
+            plan->stages--;
+        if (plan->stages < 2 && frost__norm_tune("stages", -1) != 0)
+            plan->stages = 2 * slot <= RING_MAX_2_BYTES ? 2 : 0;
+        if (plan->stages < 2)
+            plan->stages = 0;
+        plan->ring_bytes = (size_t)plan->stages * slot;
+    }
+
+    const frost__norm_layout *scale = &p->slot[FROST__NORM_SCALE];
+    const frost__norm_layout *bias = &p->slot[FROST__NORM_BIAS];
+    frost__kernel_key *k = &plan->key;
+    if (!p->backward)
+        frost__key_init(k, FWD_SOURCE, "norm_fwd_kernel");
+    else
+        frost__key_init(k, BWD_SOURCE, "norm_bwd_kernel");
+    frost__key_define(k, dtype_define(io), NULL);
+    frost__key_define(k, p->kind == FROST__NORM_LAYER ? "KIND_LAYER" : "KIND_RMS", NULL);
+    frost__key_define(k, "VEC", "%d", plan->vec);
+    frost__key_define(k, "NV", "%d", plan->nv);
+    frost__key_define(k, "GROUP", "%d", plan->group);
+    frost__key_define(k, "BLOCK", "%d", plan->block);
+    frost__key_define(k, "SCALE_DT", "%d", scale->present ? (int)scale->dtype : 0);
+    if (!p->backward)
+        frost__key_define(k, "BIAS_DT", "%d", bias->present ? (int)bias->dtype : 0);
+    if (scale->present && p->zero_centered_scale)
+        frost__key_define(k, "ZERO_CENTERED", NULL);
+    if (plan->looped)
+        frost__key_define(k, "LOOPED", NULL);
+    if (plan->stages)
+        frost__key_define(k, "STAGES", "%d", plan->stages);
+    if (p->per_sample_params)
+        frost__key_define(k, "PER_SAMPLE", NULL);
+    if (frost__norm_tune("l2", 0))
+        frost__key_define(k, "L2_256", NULL);
+    if (p->backward) {
+        plan->want_dscale = p->slot[FROST__NORM_D_SCALE].present;
+        plan->want_dbias = p->slot[FROST__NORM_D_BIAS].present;
+        if (plan->want_dscale)
+            frost__key_define(k, "DSCALE", NULL);
+        if (plan->want_dbias)
+            frost__key_define(k, "DBIAS", NULL);
+        frost__key_init(&plan->reduce_key, REDUCE_SOURCE, "norm_bwd_reduce_kernel");
+    }
+    return FROST_OK;
+}
+
+/* The key frost__norm_cuda_config() picks for p (the key list in
+ * norm_cuda_keys.c). */
+frost_status frost__norm_cuda_key(const frost__norm_problem *p, frost__kernel_key *key, frost__buf *why)
+{
+    frost__norm_plan plan;
+    frost_status s = frost__norm_cuda_config(p, &plan, why);
+    if (s == FROST_OK)
+        *key = plan.key;
+    return s;
+}
