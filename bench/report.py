@@ -27,6 +27,10 @@ from peers import (ADALN_OPS, CNORM_OPS, IMPLS, SDPA_OPS,  # noqa: E402  (one de
 # NHWC bf16 only.
 TARGETS = {op: ([(32, 512, 64, 64), (128, 256, 32, 32)], 3200 if op.endswith("_fwd") else 3000)
            for op in ("groupnorm_fwd", "groupnorm_bwd", "batchnorm_fwd", "batchnorm_bwd")}
+# RMSNorm / LayerNorm, bf16, rows x hidden: forward >= 3800 GB/s, backward >= 3500 GB/s.
+ROW_TARGETS = {op: ([(16384, 4096), (32768, 4096), (8192, 8192), (65536, 1024), (1024, 12288), (4096, 16384)],
+                    3800 if op.endswith("_fwd") else 3500)
+               for op in ("rmsnorm_fwd", "rmsnorm_bwd", "layernorm_fwd", "layernorm_bwd")}
 
 
 def load(paths):
@@ -72,6 +76,9 @@ def fmt(v):
 
 def target_of(c):
     """The issue's GB/s target for this case, or None."""
+    if c["op"] in ROW_TARGETS:
+        shapes, gbps = ROW_TARGETS[c["op"]]
+        return gbps if c["dtype"] == "bf16" and (c.get("rows"), c.get("cols")) in shapes else None
     shapes, gbps = TARGETS.get(c["op"], ([], None))
     if gbps and c.get("layout") == "nhwc" and c["dtype"] == "bf16" and \
             (c["n"], c["c"], c["h"], c["w"]) in shapes:
@@ -84,7 +91,7 @@ def target_cell(c, fr, met):
     if t is None:
         return ""
     met.append(fr is not None and fr >= t)
-    return f"≥{t}: " + ("no result" if fr is None else "met" if fr >= t else f"no ({100 * fr / t:.0f}%)")
+    return f"≥{t}: " + ("no result" if fr is None else "met" if fr >= t else f"no ({int(100 * fr / t)}%)")
 
 
 def layout_flag(c, rec):
@@ -122,7 +129,7 @@ def section(title, unit, rows, notes, ratios, kind):
     found = {i for _, recs in rows for i in recs if i != "frost"}
     peers = [i for i in IMPLS if i in found] + sorted(found - set(IMPLS))
     head = HEADS[kind] + ["frost"] + peers + [f"frost/{p.replace('torch-', '')}" for p in peers]
-    head += ["issue target"] if kind == "cnorm" else []
+    head += ["issue target"] if kind in ("cnorm", "norm") else []
     out = [f"### {title} ({unit})", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     met = []
     for c, recs in rows:
@@ -140,7 +147,7 @@ def section(title, unit, rows, notes, ratios, kind):
                 ratios.setdefault((summary_key(c), p), []).append(fr / pr)
             else:
                 cells.append("")
-        if kind == "cnorm":
+        if kind in ("cnorm", "norm"):
             cells.append(target_cell(c, fr, met) if "frost" in recs else "")
         out.append("| " + " | ".join(cells) + " |")
     out.append("")
