@@ -170,6 +170,19 @@ FROST_DEVICE float *bwd_partial_row(float *base, const norm_bwd_params *p)
     return base ? base + ((int64_t)blockIdx.x * ROWS_PER_BLOCK + group) * p->partial_stride : 0;
 }
 
+/* Reduces the row group's dot products to mean(g) (LayerNorm; 0 for RMSNorm) and
+ * mean(g * x_hat); every thread of the block calls it. */
+FROST_DEVICE void bwd_row_means(const norm_bwd_params *p, float sg, float sgx, norm_red *red, float *mg, float *mgx)
+{
+    norm_group_sum2(&sg, &sgx, red);
+#if defined(KIND_LAYER)
+    *mg = sg * p->inv_cols;
+#else
+    *mg = 0.0f;
+#endif
+    *mgx = sgx * p->inv_cols;
+}
+
 FROST_DEVICE void bwd_load_stats(const norm_bwd_params *p, int64_t row, float *mean_s, float *rstd_s)
 {
     *mean_s = p->mean ? p->mean[row * p->mean_stride] : 0.0f;
@@ -200,15 +213,11 @@ FROST_DEVICE void bwd_process(const norm_bwd_params *p, const uint32_t *x, const
     const void *scale = bwd_scale_row(p, row);
     float sg = 0.0f, sgx = 0.0f;
     bwd_partial_dots(scale, x, dy, lane, p->cols, 0, mean, rstd, vec, units, &sg, &sgx);
-    norm_group_sum2(&sg, &sgx, red);
-#if defined(KIND_LAYER)
-    const float mg = sg * p->inv_cols;
-#else
-    const float mg = 0.0f;
-#endif
+    float mg, mgx;
+    bwd_row_means(p, sg, sgx, red, &mg, &mgx);
     if (active)
-        bwd_write_dx(scale, x, dy, (frost_io *)p->dx + row * p->dx_row_stride, lane, p->cols, 0, mean, rstd, mg,
-                     sgx * p->inv_cols, vec, units, acc_w, acc_b);
+        bwd_write_dx(scale, x, dy, (frost_io *)p->dx + row * p->dx_row_stride, lane, p->cols, 0, mean, rstd, mg, mgx,
+                     vec, units, acc_w, acc_b);
 }
 
 /* Prefetching doubles the raw registers of x and dy; see the budget note in norm_fwd.cu. */
@@ -292,18 +301,14 @@ FROST_DEVICE void bwd_process_staged(const norm_bwd_params *p, const norm_cell *
         bwd_stats(p, x, lane, p->cols, mean_s, rstd_s, red, VEC, NV, &mean, &rstd);
         bwd_partial_dots(scale, x, dy, lane, p->cols, 0, mean, rstd, VEC, NV, &sg, &sgx);
     }
-    norm_group_sum2(&sg, &sgx, red);
-#if defined(KIND_LAYER)
-    const float mg = sg * p->inv_cols;
-#else
-    const float mg = 0.0f;
-#endif
+    float mg, mgx;
+    bwd_row_means(p, sg, sgx, red, &mg, &mgx);
     if (active) {
         uint32_t x[ELEMS], dy[ELEMS];
         norm_unstage_row(x, ring, stage, 0, 2);
         norm_unstage_row(dy, ring, stage, 1, 2);
-        bwd_write_dx(scale, x, dy, (frost_io *)p->dx + row * p->dx_row_stride, lane, p->cols, 0, mean, rstd, mg,
-                     sgx * p->inv_cols, VEC, NV, acc_w, acc_b);
+        bwd_write_dx(scale, x, dy, (frost_io *)p->dx + row * p->dx_row_stride, lane, p->cols, 0, mean, rstd, mg, mgx,
+                     VEC, NV, acc_w, acc_b);
     }
 }
 
@@ -422,12 +427,8 @@ FROST_DEVICE void bwd_rows_chunked(const norm_bwd_params *p, const int vec, cons
             norm_load_row(dy, dyrow + c0, lane, cols - c0, vec, units);
             bwd_partial_dots(scale, x, dy, lane, cols - c0, c0, mean, rstd, vec, units, &sg, &sgx);
         }
-        norm_group_sum2(&sg, &sgx, red);
-#if defined(KIND_LAYER)
-        const float mg = sg * p->inv_cols;
-#else
-        const float mg = 0.0f;
-#endif
+        float mg, mgx;
+        bwd_row_means(p, sg, sgx, red, &mg, &mgx);
         frost_io *dxrow = (frost_io *)p->dx + r * p->dx_row_stride;
         for (int c0 = 0; c0 < cols; c0 += chunk) {
             norm_load_row(x, xrow + c0, lane, cols - c0, vec, units);
@@ -435,8 +436,7 @@ FROST_DEVICE void bwd_rows_chunked(const norm_bwd_params *p, const int vec, cons
 #pragma unroll
             for (int i = 0; i < units * vec; i++)
                 acc_w[i] = acc_b[i] = 0.0f;
-            bwd_write_dx(scale, x, dy, dxrow, lane, cols - c0, c0, mean, rstd, mg, sgx * p->inv_cols, vec, units,
-                         acc_w, acc_b);
+            bwd_write_dx(scale, x, dy, dxrow, lane, cols - c0, c0, mean, rstd, mg, mgx, vec, units, acc_w, acc_b);
 #if defined(DSCALE)
             bwd_store_partial(pscale, acc_w, lane, cols - c0, c0, !first_row, vec, units);
 #endif
