@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "test_util.h"
+#include "ref_test_util.h"
 
 enum { PACKED, GAPPED, PERMUTED };
 enum { NO_BWD, BWD_FORMULA, BWD_FD };
@@ -79,8 +79,7 @@ typedef struct run {
     int outer;
     int64_t rows, cols;
     int64_t prow_count[T_COUNT]; /* parameter rows of scale/bias/d_scale/d_bias */
-    frost_tensor id[T_COUNT];
-    tu_buf buf[T_COUNT];
+    tu_slot t[T_COUNT];
 } run;
 
 static int64_t prod(const int64_t *d, int n)
@@ -89,14 +88,6 @@ static int64_t prod(const int64_t *d, int n)
     for (int i = 0; i < n; ++i)
         p *= d[i];
     return p;
-}
-
-static void shuffle(tu_rng *r, int *v, int n)
-{
-    for (int i = n - 1; i > 0; --i) {
-        int j = (int)tu_int(r, 0, i), t = v[i];
-        v[i] = v[j], v[j] = t;
-    }
 }
 
 static void pick_strides(tu_rng *r, int layout, int rank, const int64_t *dims, int64_t *strides)
@@ -108,21 +99,8 @@ static void pick_strides(tu_rng *r, int layout, int rank, const int64_t *dims, i
     for (int i = 0; i < rank; ++i)
         order[i] = i;
     if (layout == PERMUTED)
-        shuffle(r, order, rank);
+        tu_shuffle(r, order, rank);
     tu_gapped_strides(r, rank, dims, order, 3, 1, strides);
-}
-
-static frost_tensor add(frost_graph *g, const char *name, frost_dtype dt, int rank, const int64_t *dims,
-                        const int64_t *strides)
-{
-    frost_tensor_desc d = {.name = name, .dtype = dt, .rank = rank};
-    frost_tensor id = 0;
-    for (int i = 0; i < rank; ++i) {
-        d.dims[i] = dims[i];
-        d.strides[i] = strides ? strides[i] : 0;
-    }
-    TU_OK(frost_graph_add_tensor(g, &d, &id));
-    return id;
 }
 
 /* A parameter's dims: x's outer dims where it carries them, else 1; then the normalized dims. */
@@ -141,23 +119,12 @@ static frost_tensor declare(frost_graph *g, tu_rng *r, const char *name, frost_d
     if (may_be_auto && tu_int(r, 0, 1))
         return FROST_TENSOR_AUTO;
     pick_strides(r, (int)tu_int(r, 0, 2), rank, dims, st);
-    return add(g, name, dt, rank, dims, st);
-}
-
-/* Element offset of the flat (row-major over dims) index f. */
-static int64_t flat_off(const tu_buf *b, int64_t f)
-{
-    int64_t off = 0;
-    for (int i = b->rank - 1; i >= 0; --i) {
-        off += (f % b->dims[i]) * b->strides[i];
-        f /= b->dims[i];
-    }
-    return off;
+    return tu_add(g, name, dt, rank, dims, st);
 }
 
 static double at(const run *R, int slot, int64_t f)
 {
-    return tu_buf_get(&R->buf[slot], flat_off(&R->buf[slot], f));
+    return tu_buf_get(&R->t[slot].buf, tu_flat_off(&R->t[slot].buf, f));
 }
 
 /* The parameter row of x's row r, for a parameter carrying the outer dims in `carry`. */
@@ -194,7 +161,7 @@ static void load_row(const run *R, int64_t r, row_data *d)
         double w = c->scale ? at(R, T_SCALE, qs * R->cols + j) : 1.0;
         d->w[j] = c->scale && c->zero_centered ? 1.0 + w : w;
         d->b[j] = c->bias ? at(R, T_BIAS, qb * R->cols + j) : 0.0;
-        d->dy[j] = R->id[T_DY] ? at(R, T_DY, r * R->cols + j) : 0.0;
+        d->dy[j] = R->t[T_DY].id ? at(R, T_DY, r * R->cols + j) : 0.0;
     }
 }
 
@@ -221,21 +188,6 @@ static double row_loss(const row_data *d, int64_t n, double eps)
     return l;
 }
 
-static void expect_close(const char *what, const double *got, const double *ref, int64_t n, double atol, double rtol)
-{
-    tu_cmp c = tu_compare(got, ref, n, atol, rtol);
-    if (c.bad) {
-        tu_cmp_print(what, &c);
-        tu_failf("%s: %lld of %lld elements outside atol %.3g rtol %.3g", what, (long long)c.bad, (long long)n, atol,
-                 rtol);
-    }
-}
-
-static double subnormal_floor(frost_dtype t)
-{
-    return t == F16 ? ldexp(1.0, -24) : 1e-30;
-}
-
 static void check_forward(const run *R, row_data *d)
 {
     const ada_case *c = R->c;
@@ -251,14 +203,14 @@ static void check_forward(const run *R, row_data *d)
             mag = fmax(mag, fabs((d->x[j] - st[rows + r]) * st[3 * rows + r] * d->w[j]) + fabs(d->b[j]));
             xmag = fmax(xmag, fabs(d->x[j]));
         }
-        st[r] = R->id[T_MEAN] ? at(R, T_MEAN, r) : 0;
-        st[2 * rows + r] = R->id[T_RSTD] ? at(R, T_RSTD, r) : 0;
+        st[r] = R->t[T_MEAN].id ? at(R, T_MEAN, r) : 0;
+        st[2 * rows + r] = R->t[T_RSTD].id ? at(R, T_RSTD, r) : 0;
     }
-    expect_close("y", got, ref, n, 1e-12 * mag + subnormal_floor(c->dtype), 2.5 * tu_eps(c->dtype));
-    if (R->id[T_MEAN])
-        expect_close("mean", st, st + rows, rows, 1e-12 * xmag + 1e-30, 2.5 * tu_eps(F32));
-    if (R->id[T_RSTD])
-        expect_close("inv_std", st + 2 * rows, st + 3 * rows, rows, 1e-30, 2.5 * tu_eps(F32));
+    tu_expect_close("y", got, ref, n, 1e-12 * mag + tu_subnormal_floor(c->dtype), 2.5 * tu_eps(c->dtype));
+    if (R->t[T_MEAN].id)
+        tu_expect_close("mean", st, st + rows, rows, 1e-12 * xmag + 1e-30, 2.5 * tu_eps(F32));
+    if (R->t[T_RSTD].id)
+        tu_expect_close("inv_std", st + 2 * rows, st + 3 * rows, rows, 1e-30, 2.5 * tu_eps(F32));
     free(got);
 }
 
@@ -299,9 +251,9 @@ static void check_backward(const run *R, row_data *d)
         const int64_t qs = prow_of(R, c->scale_carry, r), qb = prow_of(R, c->bias_carry, r);
         load_row(R, r, d);
         naive_row(d->x, d->w, d->b, C, eps_of(c), NULL, &mean, &rstd);
-        if (c->saved && R->id[T_MEAN])
+        if (c->saved && R->t[T_MEAN].id)
             mean = at(R, T_MEAN, r);
-        if (c->saved && R->id[T_RSTD])
+        if (c->saved && R->t[T_RSTD].id)
             rstd = at(R, T_RSTD, r);
         for (int64_t j = 0; j < C; ++j) {
             double xh = (d->x[j] - mean) * rstd, g = d->dy[j] * d->w[j];
@@ -337,20 +289,20 @@ static void check_backward(const run *R, row_data *d)
             bref[i] = fd_param(R, d, T_DBIAS, i / C, i % C), pm = fmax(pm, fabs(bref[i]));
         for (int64_t i = 0; i < n; ++i)
             m = fmax(m, fabs(ref[i]));
-        expect_close("d_x (vs finite differences)", got, ref, n, 2e-5 * fmax(1, m), 1e-4);
+        tu_expect_close("d_x (vs finite differences)", got, ref, n, 2e-5 * fmax(1, m), 1e-4);
         patol = 2e-5 * fmax(1, pm);
         prtol = 1e-4;
     } else {
-        expect_close("d_x", got, ref, n, 1e-12 * mag + subnormal_floor(c->dtype), 2.5 * tu_eps(c->dtype));
+        tu_expect_close("d_x", got, ref, n, 1e-12 * mag + tu_subnormal_floor(c->dtype), 2.5 * tu_eps(c->dtype));
     }
     for (int64_t i = 0; i < ns; ++i)
         sgot[i] = at(R, T_DSCALE, i);
     for (int64_t i = 0; i < nb; ++i)
         bgot[i] = at(R, T_DBIAS, i);
     if (ns)
-        expect_close(fd ? "d_scale (vs finite differences)" : "d_scale", sgot, sref, ns, patol, prtol);
+        tu_expect_close(fd ? "d_scale (vs finite differences)" : "d_scale", sgot, sref, ns, patol, prtol);
     if (nb)
-        expect_close(fd ? "d_bias (vs finite differences)" : "d_bias", bgot, bref, nb, patol, prtol);
+        tu_expect_close(fd ? "d_bias (vs finite differences)" : "d_bias", bgot, bref, nb, patol, prtol);
     free(got);
 }
 
@@ -379,14 +331,14 @@ static void add_ops(frost_graph *g, tu_rng *rng, run *R)
     param_dims(c, c->scale_carry, sd);
     param_dims(c, c->bias_carry, bd);
     pick_strides(rng, c->layout, c->rank, c->dims, st);
-    R->id[T_X] = add(g, "x", c->dtype, c->rank, c->dims, st);
+    R->t[T_X].id = tu_add(g, "x", c->dtype, c->rank, c->dims, st);
     if (c->scale)
-        R->id[T_SCALE] = declare(g, rng, "scale", c->scale == 1 ? F32 : c->dtype, c->rank, sd, 0);
+        R->t[T_SCALE].id = declare(g, rng, "scale", c->scale == 1 ? F32 : c->dtype, c->rank, sd, 0);
     if (c->bias)
-        R->id[T_BIAS] = declare(g, rng, "bias", c->bias == 1 ? F32 : c->dtype, c->rank, bd, 0);
-    frost_norm_desc fd = {.x = R->id[T_X],
-                          .scale = R->id[T_SCALE],
-                          .bias = R->id[T_BIAS],
+        R->t[T_BIAS].id = declare(g, rng, "bias", c->bias == 1 ? F32 : c->dtype, c->rank, bd, 0);
+    frost_norm_desc fd = {.x = R->t[T_X].id,
+                          .scale = R->t[T_SCALE].id,
+                          .bias = R->t[T_BIAS].id,
                           .epsilon = c->epsilon,
                           .norm_dims = c->norm_dims,
                           .phase = c->inference ? FROST_NORM_INFERENCE : FROST_NORM_TRAINING,
@@ -397,14 +349,14 @@ static void add_ops(frost_graph *g, tu_rng *rng, run *R)
     if (!c->inference && (c->saved || tu_int(rng, 0, 1)))
         fo.inv_std = declare(g, rng, "inv_std", F32, c->rank, sdims, 1);
     TU_OK(frost_graph_add_adalayernorm(g, &fd, &fo));
-    R->id[T_Y] = fo.y, R->id[T_MEAN] = fo.mean, R->id[T_RSTD] = fo.inv_std;
+    R->t[T_Y].id = fo.y, R->t[T_MEAN].id = fo.mean, R->t[T_RSTD].id = fo.inv_std;
     if (!c->backward)
         return;
     pick_strides(rng, c->layout, c->rank, c->dims, st);
-    R->id[T_DY] = add(g, "d_y", c->dtype, c->rank, c->dims, st);
-    frost_norm_backward_desc bdesc = {.x = R->id[T_X],
-                                      .d_y = R->id[T_DY],
-                                      .scale = R->id[T_SCALE],
+    R->t[T_DY].id = tu_add(g, "d_y", c->dtype, c->rank, c->dims, st);
+    frost_norm_backward_desc bdesc = {.x = R->t[T_X].id,
+                                      .d_y = R->t[T_DY].id,
+                                      .scale = R->t[T_SCALE].id,
                                       .mean = c->saved ? fo.mean : 0,
                                       .inv_std = c->saved ? fo.inv_std : 0,
                                       .epsilon = c->epsilon,
@@ -419,7 +371,7 @@ static void add_ops(frost_graph *g, tu_rng *rng, run *R)
     if (c->bias)
         bo.d_bias = declare(g, rng, "d_bias", F32, c->rank, bd, c->scale && c->scale_carry == c->bias_carry);
     TU_OK(frost_graph_add_adalayernorm_backward(g, &bdesc, &bo));
-    R->id[T_DX] = bo.d_x, R->id[T_DSCALE] = bo.d_scale, R->id[T_DBIAS] = bo.d_bias;
+    R->t[T_DX].id = bo.d_x, R->t[T_DSCALE].id = bo.d_scale, R->t[T_DBIAS].id = bo.d_bias;
 }
 
 /* Does a parameter carrying the outer dims in `carry` have a dim > 1 there? */
@@ -463,55 +415,34 @@ static void run_case(int index, const ada_case *c, uint64_t seed)
     size_t ws_bytes = 0;
     TU_OK(frost_graph_workspace_size(g, &ws_bytes));
     ws = ws_bytes ? malloc(ws_bytes) : NULL;
-    for (int s = 0; s < T_COUNT; ++s) {
-        frost_tensor_desc td;
-        if (!R.id[s])
-            continue;
-        TU_OK(frost_graph_tensor_desc(g, R.id[s], &td));
-        TU_CHECK(tu_buf_alloc(&R.buf[s], td.dtype, td.rank, td.dims, td.strides, 0));
-        bind[nb++] = (frost_binding){R.id[s], R.buf[s].data};
-        if (s == T_DSCALE || s == T_DBIAS) /* parameter rows of the gradient: product of its outer dims */
-            R.prow_count[s] = prod(td.dims, R.outer);
-    }
-    tu_buf_fill_uniform(&R.buf[T_X], &rng, -2.0, 2.0 + (double)(index % 3));
+    nb = tu_slots_alloc(g, R.t, T_COUNT, bind);
+    for (int s = T_DSCALE; s <= T_DBIAS; ++s) /* parameter rows of a gradient: product of its outer dims */
+        if (R.t[s].id)
+            R.prow_count[s] = prod(R.t[s].buf.dims, R.outer);
+    tu_buf_fill_uniform(&R.t[T_X].buf, &rng, -2.0, 2.0 + (double)(index % 3));
     if (c->scale)
-        tu_buf_fill_uniform(&R.buf[T_SCALE], &rng, c->zero_centered ? -0.5 : 0.5, c->zero_centered ? 0.5 : 1.5);
+        tu_buf_fill_uniform(&R.t[T_SCALE].buf, &rng, c->zero_centered ? -0.5 : 0.5, c->zero_centered ? 0.5 : 1.5);
     if (c->bias)
-        tu_buf_fill_uniform(&R.buf[T_BIAS], &rng, -1.0, 1.0);
+        tu_buf_fill_uniform(&R.t[T_BIAS].buf, &rng, -1.0, 1.0);
     if (c->backward)
-        tu_buf_fill_uniform(&R.buf[T_DY], &rng, -1.0, 1.0);
+        tu_buf_fill_uniform(&R.t[T_DY].buf, &rng, -1.0, 1.0);
     for (int s = T_Y; s < T_COUNT; ++s)
-        if (R.id[s] && s != T_DY)
-            tu_buf_poison(&R.buf[s]);
+        if (R.t[s].id && s != T_DY)
+            tu_buf_poison(&R.t[s].buf);
     TU_OK(frost_graph_execute(g, bind, nb, ws, NULL));
-    for (int s = 0; s < T_COUNT; ++s)
-        if (R.id[s])
-            tu_guard_check(&R.buf[s], tnames[s]);
+    tu_slots_guard_check(R.t, T_COUNT, tnames);
     size_t n = (size_t)R.cols + 1;
     d.x = malloc(5 * n * sizeof(double));
     d.w = d.x + n, d.b = d.w + n, d.dy = d.b + n, d.tmp = d.dy + n;
     check_forward(&R, &d);
     if (c->backward)
         check_backward(&R, &d);
-    for (int s = T_Y; s < T_COUNT; ++s) { /* a second execute gives the same bits */
-        if (!R.id[s] || s == T_DY)
-            continue;
-        tu_buf *b = &R.buf[s];
-        size_t bytes = (size_t)(b->span + 2 * b->guard) * b->elem_size;
-        void *first = malloc(bytes);
-        memcpy(first, b->alloc, bytes);
-        tu_buf_poison(b);
-        TU_OK(frost_graph_execute(g, bind, nb, ws, NULL));
-        if (memcmp(first, b->alloc, bytes) != 0)
-            tu_failf("%s differs between two executes of the same graph", tnames[s]);
-        free(first);
-    }
+    /* a second execute gives the same bits */
+    tu_slots_same_on_reexecute(g, bind, nb, ws, R.t, T_Y, T_COUNT, T_DY, tnames);
 out:
     free(d.x);
     free(ws);
-    for (int s = 0; s < T_COUNT; ++s)
-        if (R.id[s])
-            tu_buf_free(&R.buf[s]);
+    tu_slots_free(R.t, T_COUNT);
     frost_graph_destroy(g);
 }
 
@@ -550,29 +481,26 @@ static ada_case random_case(tu_rng *r)
     return c;
 }
 
+static void run_index(frost_context *ctx, int index, uint64_t seed)
+{
+    ada_case c;
+    (void)ctx; /* run_case uses the file's context */
+    if (index < NUM_TABLE) {
+        c = table[index];
+    } else {
+        tu_rng r = tu_rng_make(seed * 31u + (uint64_t)index);
+        c = random_case(&r);
+    }
+    run_case(index, &c, seed);
+}
+
 int main(void)
 {
     const uint64_t seed = tu_seed(20261203);
-    const int only = tu_case_filter();
-    int run_count = 0;
     TU_OK(frost_context_create(NULL, &cpu));
     if (!cpu)
         return tu_finish(0);
-    for (int i = 0; i < NUM_TABLE + NUM_RANDOM; ++i) {
-        if (only >= 0 && only != i)
-            continue;
-        ada_case c;
-        if (i < NUM_TABLE) {
-            c = table[i];
-        } else {
-            tu_rng r = tu_rng_make(seed * 31u + (uint64_t)i);
-            c = random_case(&r);
-        }
-        tu_case_begin();
-        run_case(i, &c, seed);
-        tu_case_end();
-        ++run_count;
-    }
+    const int run_count = tu_run_cases(cpu, seed, NUM_TABLE + NUM_RANDOM, NULL, run_index);
     frost_context_destroy(cpu);
     return tu_finish(run_count);
 }
