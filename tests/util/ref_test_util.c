@@ -107,8 +107,8 @@ size_t tu_alloc_bytes(const tu_buf *b)
     return (size_t)(b->span + 2 * b->guard) * b->elem_size;
 }
 
-void tu_slots_same_on_reexecute(frost_graph *g, const frost_binding *bind, int nb, void *ws, tu_slot *slots,
-                                int first, int count, int skip, const char *const *names)
+void tu_slots_same_on_reexecute(frost_graph *g, const frost_binding *bind, int nb, void *ws, tu_slot *slots, int first,
+                                int count, int skip, const char *const *names)
 {
     for (int s = first; s < count; ++s) {
         if (!slots[s].id || s == skip)

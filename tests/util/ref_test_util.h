@@ -49,8 +49,8 @@ void tu_slots_free(tu_slot *slots, int count);
 size_t tu_alloc_bytes(const tu_buf *b);
 /* For every present slot from `first` on except `skip`: poisons it, executes again and
  * fails unless the allocation holds the same bytes as after the first execute. */
-void tu_slots_same_on_reexecute(frost_graph *g, const frost_binding *bind, int nb, void *ws, tu_slot *slots,
-                                int first, int count, int skip, const char *const *names);
+void tu_slots_same_on_reexecute(frost_graph *g, const frost_binding *bind, int nb, void *ws, tu_slot *slots, int first,
+                                int count, int skip, const char *const *names);
 
 /* The case loop of a ref test: the validation walk (when given and no FROST_TEST_CASE is
  * set) and cases 0 .. num_cases-1, each wrapped in tu_case_begin / tu_case_end.  Returns

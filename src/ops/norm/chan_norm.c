@@ -66,13 +66,14 @@ static frost_status check_running(frost__cnorm_add *a, const frost__tensor *rm, 
     frost__cnorm_problem *p = a->p;
     if (!rm && !rv && p->phase == FROST_NORM_INFERENCE)
         return frost__cnorm_bad(a, 0, NULL,
-                   "running_mean and running_var are required in the inference phase (BatchNorm "
-                   "inference normalizes with them); got tensor id 0");
+                                "running_mean and running_var are required in the inference phase (BatchNorm "
+                                "inference normalizes with them); got tensor id 0");
     if (!rm && !rv)
         return FROST_OK;
     if (!rm || !rv)
-        return frost__cnorm_bad(a, 0, NULL, "%s is given but %s is not; BatchNorm takes both running statistics or neither",
-                   rm ? "running_mean" : "running_var", rm ? "running_var" : "running_mean");
+        return frost__cnorm_bad(a, 0, NULL,
+                                "%s is given but %s is not; BatchNorm takes both running statistics or neither",
+                                rm ? "running_mean" : "running_var", rm ? "running_var" : "running_mean");
     frost_status s = frost__cnorm_check_input(a, FROST__CNORM_RUNNING_MEAN, rm, FROST_F32);
     if (s == FROST_OK)
         s = frost__cnorm_check_input(a, FROST__CNORM_RUNNING_VAR, rv, FROST_F32);
@@ -83,15 +84,17 @@ static frost_status check_running(frost__cnorm_add *a, const frost__tensor *rm, 
     for (int slot = FROST__CNORM_RUNNING_MEAN; slot <= FROST__CNORM_RUNNING_VAR; ++slot)
         for (int i = 0; i < slot; ++i)
             if (a->inputs[i] == a->inputs[slot])
-                return frost__cnorm_bad(a, slot, slot == FROST__CNORM_RUNNING_MEAN ? rm : rv,
-                           "is also the input %s; training updates running statistics in place, so they must be "
-                           "tensors of their own",
-                           frost__cnorm_slot_names[i]);
+                return frost__cnorm_bad(
+                    a, slot, slot == FROST__CNORM_RUNNING_MEAN ? rm : rv,
+                    "is also the input %s; training updates running statistics in place, so they must be "
+                    "tensors of their own",
+                    frost__cnorm_slot_names[i]);
     if (p->n * p->spatial == 1 && p->c > 0)
-        return frost__cnorm_bad(a, FROST__CNORM_RUNNING_VAR, rv,
-                   "x '%s' holds M = N x spatial = 1 value per channel, so the unbiased batch variance (divided by "
-                   "M - 1 = 0) that updates running_var is undefined; expected M >= 2, or pass no running statistics",
-                   a->x->name);
+        return frost__cnorm_bad(
+            a, FROST__CNORM_RUNNING_VAR, rv,
+            "x '%s' holds M = N x spatial = 1 value per channel, so the unbiased batch variance (divided by "
+            "M - 1 = 0) that updates running_var is undefined; expected M >= 2, or pass no running statistics",
+            a->x->name);
     return FROST_OK;
 }
 
@@ -106,8 +109,8 @@ static frost_status forward(frost__cnorm_add *a, const frost_channel_norm_desc *
     p->phase = d->phase;
     p->zero_centered_scale = d->zero_centered_scale != 0;
     if (d->phase != FROST_NORM_TRAINING && d->phase != FROST_NORM_INFERENCE)
-        return frost__cnorm_bad(a, 0, NULL, "phase expected FROST_NORM_TRAINING (0) or FROST_NORM_INFERENCE (1), got %d",
-                   (int)d->phase);
+        return frost__cnorm_bad(
+            a, 0, NULL, "phase expected FROST_NORM_TRAINING (0) or FROST_NORM_INFERENCE (1), got %d", (int)d->phase);
     if ((s = frost__cnorm_get_input(a, FROST__CNORM_X, d->x, 1, &a->x)) != FROST_OK ||
         (s = frost__cnorm_get_input(a, FROST__CNORM_SCALE, d->scale, 0, &scale)) != FROST_OK ||
         (s = frost__cnorm_get_input(a, FROST__CNORM_BIAS, d->bias, 0, &bias)) != FROST_OK ||
@@ -115,12 +118,13 @@ static frost_status forward(frost__cnorm_add *a, const frost_channel_norm_desc *
         (s = frost__cnorm_get_input(a, FROST__CNORM_RUNNING_VAR, d->running_var, 0, &rv)) != FROST_OK)
         return s;
     if (kind != FROST__CNORM_BATCH && (rm || rv))
-        return frost__cnorm_bad(a, rm ? FROST__CNORM_RUNNING_MEAN : FROST__CNORM_RUNNING_VAR, rm ? rm : rv,
-                   "given, but only BatchNorm keeps running statistics (%s normalizes with each sample's own "
-                   "statistics): pass 0",
-                   frost__cnorm_kind_names[kind]);
-    if ((s = frost__cnorm_setup_x(a, d->num_groups, d->epsilon, kind != FROST__CNORM_BATCH || d->phase == FROST_NORM_TRAINING)) !=
-            FROST_OK ||
+        return frost__cnorm_bad(
+            a, rm ? FROST__CNORM_RUNNING_MEAN : FROST__CNORM_RUNNING_VAR, rm ? rm : rv,
+            "given, but only BatchNorm keeps running statistics (%s normalizes with each sample's own "
+            "statistics): pass 0",
+            frost__cnorm_kind_names[kind]);
+    if ((s = frost__cnorm_setup_x(a, d->num_groups, d->epsilon,
+                                  kind != FROST__CNORM_BATCH || d->phase == FROST_NORM_TRAINING)) != FROST_OK ||
         (scale && (s = frost__cnorm_check_input(a, FROST__CNORM_SCALE, scale, FROM_X)) != FROST_OK) ||
         (bias && (s = frost__cnorm_check_input(a, FROST__CNORM_BIAS, bias, FROM_X)) != FROST_OK))
         return s;
@@ -130,15 +134,16 @@ static frost_status forward(frost__cnorm_add *a, const frost_channel_norm_desc *
     if (kind == FROST__CNORM_BATCH && (s = check_running(a, rm, rv)) != FROST_OK)
         return s;
     if (d->phase == FROST_NORM_INFERENCE && (out->mean != FROST_TENSOR_NONE || out->inv_std != FROST_TENSOR_NONE))
-        return frost__cnorm_bad(a, 0, NULL,
-                   "%s output requested in the inference phase; statistics are saved only in training: pass 0",
-                   out->mean != FROST_TENSOR_NONE ? "mean" : "inv_std");
+        return frost__cnorm_bad(
+            a, 0, NULL, "%s output requested in the inference phase; statistics are saved only in training: pass 0",
+            out->mean != FROST_TENSOR_NONE ? "mean" : "inv_std");
     frost__cnorm_out outs[3];
     int n = 0;
     int64_t sdims[2];
     const char *why;
     const int srank = frost__cnorm_stats_shape(p, sdims, &why);
-    frost__cnorm_strides_like_x(a->x, frost__cnorm_out_spec(&outs[n++], FROST__CNORM_Y, &out->y, a->x->dtype, a->x->rank, a->x->dims)->strides);
+    frost__cnorm_strides_like_x(
+        a->x, frost__cnorm_out_spec(&outs[n++], FROST__CNORM_Y, &out->y, a->x->dtype, a->x->rank, a->x->dims)->strides);
     if (out->mean != FROST_TENSOR_NONE)
         frost__cnorm_out_spec(&outs[n++], FROST__CNORM_MEAN, &out->mean, FROST_F32, srank, sdims);
     if (out->inv_std != FROST_TENSOR_NONE)
@@ -177,8 +182,9 @@ static frost_status backward(frost__cnorm_add *a, const frost_channel_norm_backw
     const int64_t *pdims = scale ? scale->dims : &a->p->c;
     frost__cnorm_out outs[3];
     int n = 0;
-    frost__cnorm_strides_like_x(a->x,
-                   frost__cnorm_out_spec(&outs[n++], FROST__CNORM_D_X, &out->d_x, a->x->dtype, a->x->rank, a->x->dims)->strides);
+    frost__cnorm_strides_like_x(
+        a->x,
+        frost__cnorm_out_spec(&outs[n++], FROST__CNORM_D_X, &out->d_x, a->x->dtype, a->x->rank, a->x->dims)->strides);
     if (out->d_scale != FROST_TENSOR_NONE)
         frost__cnorm_out_spec(&outs[n++], FROST__CNORM_D_SCALE, &out->d_scale, FROST_F32, prank, pdims);
     if (out->d_bias != FROST_TENSOR_NONE)
@@ -271,7 +277,7 @@ static void cnorm_describe(const frost__graph *g, const frost__node *n, frost__b
     const frost__op_class var = {                                                                                      \
         .name = op_name,                                                                                               \
         .num_slots = FROST__CNORM_NUM_SLOTS,                                                                           \
-        .slot_names = frost__cnorm_slot_names,                                                                                \
+        .slot_names = frost__cnorm_slot_names,                                                                         \
         .describe = cnorm_describe,                                                                                    \
         .impl = {[FROST__ENGINE_CUDA] = &frost__cnorm_##dir##_cuda, [FROST__ENGINE_REF] = &frost__cnorm_##dir##_ref},  \
         .output_slots = outputs,                                                                                       \

@@ -60,7 +60,8 @@ void frost__cnorm_dims_str(char *buf, size_t cap, int rank, const int64_t *dims)
 /* ---- inputs ------------------------------------------------------------------------ */
 
 /* Looks up an input; id 0 is "absent" (an error when required). */
-frost_status frost__cnorm_get_input(frost__cnorm_add *a, int slot, frost_tensor id, int required, const frost__tensor **out)
+frost_status frost__cnorm_get_input(frost__cnorm_add *a, int slot, frost_tensor id, int required,
+                                    const frost__tensor **out)
 {
     *out = NULL;
     if (id == FROST_TENSOR_NONE) {
@@ -70,8 +71,8 @@ frost_status frost__cnorm_get_input(frost__cnorm_add *a, int slot, frost_tensor 
     }
     const frost__tensor *t = frost__tensor_get(a->g, id);
     if (!t)
-        return frost__cnorm_bad(a, 0, NULL, "%s: unknown tensor id %u (the graph has %u tensors)", frost__cnorm_slot_names[slot],
-                   (unsigned)id, (unsigned)a->g->num_tensors);
+        return frost__cnorm_bad(a, 0, NULL, "%s: unknown tensor id %u (the graph has %u tensors)",
+                                frost__cnorm_slot_names[slot], (unsigned)id, (unsigned)a->g->num_tensors);
     if (t->ragged_offset)
         return frost__fail(FROST_NOT_SUPPORTED,
                            "%s: %s '%s' has ragged offsets; channel norms read dense [N, C, spatial...] tensors", a->fn,
@@ -81,8 +82,8 @@ frost_status frost__cnorm_get_input(frost__cnorm_add *a, int slot, frost_tensor 
     return FROST_OK;
 }
 
-static frost_status check_exact_shape(frost__cnorm_add *a, int slot, const frost__tensor *t, int rank, const int64_t *dims,
-                                      const char *why)
+static frost_status check_exact_shape(frost__cnorm_add *a, int slot, const frost__tensor *t, int rank,
+                                      const int64_t *dims, const char *why)
 {
     char want[160];
     frost__cnorm_dims_str(want, sizeof want, rank, dims);
@@ -90,8 +91,8 @@ static frost_status check_exact_shape(frost__cnorm_add *a, int slot, const frost
         return frost__cnorm_bad(a, slot, t, "rank expected %d (dims [%s]: %s), got %d", rank, want, why, t->rank);
     for (int i = 0; i < rank; ++i)
         if (t->dims[i] != dims[i])
-            return frost__cnorm_bad(a, slot, t, "dim %d expected %lld (dims [%s]: %s), got %lld", i, (long long)dims[i], want, why,
-                       (long long)t->dims[i]);
+            return frost__cnorm_bad(a, slot, t, "dim %d expected %lld (dims [%s]: %s), got %lld", i, (long long)dims[i],
+                                    want, why, (long long)t->dims[i]);
     return FROST_OK;
 }
 
@@ -100,13 +101,15 @@ static frost_status check_channel_shape(frost__cnorm_add *a, int slot, const fro
 {
     const int64_t C = a->p->c;
     if (t->rank == 1 && t->dims[0] != C)
-        return frost__cnorm_bad(a, slot, t, "dim 0 expected %lld (C, x's dim 1), got %lld", (long long)C, (long long)t->dims[0]);
+        return frost__cnorm_bad(a, slot, t, "dim 0 expected %lld (C, x's dim 1), got %lld", (long long)C,
+                                (long long)t->dims[0]);
     if (t->rank != 1 && t->rank != a->x->rank)
-        return frost__cnorm_bad(a, slot, t, "rank expected 1 ([C]) or %d ([1, C, 1, ...], x's rank), got %d", a->x->rank, t->rank);
+        return frost__cnorm_bad(a, slot, t, "rank expected 1 ([C]) or %d ([1, C, 1, ...], x's rank), got %d",
+                                a->x->rank, t->rank);
     for (int i = 0; t->rank > 1 && i < t->rank; ++i)
         if (t->dims[i] != (i == 1 ? C : 1))
             return frost__cnorm_bad(a, slot, t, "dim %d expected %lld (%s), got %lld", i, (long long)(i == 1 ? C : 1),
-                       i == 1 ? "C, x's dim 1" : "[1, C, 1, ...]", (long long)t->dims[i]);
+                                    i == 1 ? "C, x's dim 1" : "[1, C, 1, ...]", (long long)t->dims[i]);
     return FROST_OK;
 }
 
@@ -147,11 +150,12 @@ frost_status frost__cnorm_check_input(frost__cnorm_add *a, int slot, const frost
     if (s != FROST_OK || t->dtype == want || (want == FROST_DTYPE_INVALID && t->dtype == FROST_F32))
         return s;
     if (want == FROST_DTYPE_INVALID && t->dtype != a->x->dtype)
-        return frost__cnorm_bad(a, slot, t, "dtype expected f32 or %s (x's dtype), got %s", frost_dtype_name(a->x->dtype),
-                   frost_dtype_name(t->dtype));
+        return frost__cnorm_bad(a, slot, t, "dtype expected f32 or %s (x's dtype), got %s",
+                                frost_dtype_name(a->x->dtype), frost_dtype_name(t->dtype));
     if (want != FROST_DTYPE_INVALID)
         return frost__cnorm_bad(a, slot, t, "dtype expected %s%s, got %s", frost_dtype_name(want),
-                   want == a->x->dtype && slot_shape[slot] == DATA ? " (x's dtype)" : "", frost_dtype_name(t->dtype));
+                                want == a->x->dtype && slot_shape[slot] == DATA ? " (x's dtype)" : "",
+                                frost_dtype_name(t->dtype));
     return FROST_OK;
 }
 
@@ -191,9 +195,11 @@ frost_status frost__cnorm_setup_x(frost__cnorm_add *a, int num_groups, double ep
     frost__cnorm_problem *p = a->p;
     const frost__tensor *x = a->x;
     if (x->rank < 2)
-        return frost__cnorm_bad(a, FROST__CNORM_X, x, "rank expected 2..%d ([N, C, spatial...]), got %d", FROST_MAX_RANK, x->rank);
+        return frost__cnorm_bad(a, FROST__CNORM_X, x, "rank expected 2..%d ([N, C, spatial...]), got %d",
+                                FROST_MAX_RANK, x->rank);
     if (x->dtype != FROST_F32 && x->dtype != FROST_F16 && x->dtype != FROST_BF16)
-        return frost__cnorm_bad(a, FROST__CNORM_X, x, "dtype expected f32, f16 or bf16, got %s", frost_dtype_name(x->dtype));
+        return frost__cnorm_bad(a, FROST__CNORM_X, x, "dtype expected f32, f16 or bf16, got %s",
+                                frost_dtype_name(x->dtype));
     if (isnan(epsilon) || epsilon < 0.0 || isinf(epsilon))
         return frost__cnorm_bad(a, 0, NULL, "epsilon expected finite and >= 0 (0 means 1e-5), got %g", epsilon);
     p->epsilon = epsilon == 0.0 ? DEFAULT_EPSILON : epsilon;
@@ -207,7 +213,7 @@ frost_status frost__cnorm_setup_x(frost__cnorm_add *a, int num_groups, double ep
     }
     if (p->kind == FROST__CNORM_GROUP && (num_groups <= 0 || p->c % num_groups != 0))
         return frost__cnorm_bad(a, 0, NULL, "num_groups expected a divisor of C = %lld (x '%s' dim 1) and >= 1, got %d",
-                   (long long)p->c, x->name, num_groups);
+                                (long long)p->c, x->name, num_groups);
     p->groups = p->kind == FROST__CNORM_GROUP ? num_groups : p->kind == FROST__CNORM_INSTANCE ? p->c : 1;
     const int64_t sets = p->kind == FROST__CNORM_BATCH ? p->c : p->n * p->groups;
     const int64_t m = p->kind == FROST__CNORM_BATCH ? p->n * p->spatial : p->c / p->groups * p->spatial;
@@ -217,10 +223,11 @@ frost_status frost__cnorm_setup_x(frost__cnorm_add *a, int num_groups, double ep
             ++dim;
         if (dim == x->rank) /* no zero spatial dim: GroupNorm C = 0 or BatchNorm N = 0 */
             dim = p->kind == FROST__CNORM_BATCH ? 0 : 1;
-        return frost__cnorm_bad(a, FROST__CNORM_X, x,
-                   "dim %d is 0, so each of the %lld %s statistics is taken over 0 elements (undefined); expected "
-                   "every reduction set to hold >= 1 element",
-                   dim, (long long)sets, frost__cnorm_kind_names[p->kind]);
+        return frost__cnorm_bad(
+            a, FROST__CNORM_X, x,
+            "dim %d is 0, so each of the %lld %s statistics is taken over 0 elements (undefined); expected "
+            "every reduction set to hold >= 1 element",
+            dim, (long long)sets, frost__cnorm_kind_names[p->kind]);
     }
     return FROST_OK;
 }
@@ -245,7 +252,8 @@ void frost__cnorm_strides_like_x(const frost__tensor *x, int64_t *strides)
     }
 }
 
-frost__cnorm_out *frost__cnorm_out_spec(frost__cnorm_out *o, int slot, frost_tensor *result, frost_dtype dtype, int rank, const int64_t *dims)
+frost__cnorm_out *frost__cnorm_out_spec(frost__cnorm_out *o, int slot, frost_tensor *result, frost_dtype dtype,
+                                        int rank, const int64_t *dims)
 {
     memset(o, 0, sizeof *o);
     o->slot = slot;
@@ -263,15 +271,17 @@ static frost_status check_output(frost__cnorm_add *a, const frost__cnorm_out *o,
     const frost_tensor id = *o->result;
     const frost__tensor *t = frost__tensor_get(a->g, id);
     if (!t)
-        return frost__cnorm_bad(a, 0, NULL, "%s: unknown tensor id %u (the graph has %u tensors)", frost__cnorm_slot_names[o->slot],
-                   (unsigned)id, (unsigned)a->g->num_tensors);
+        return frost__cnorm_bad(a, 0, NULL, "%s: unknown tensor id %u (the graph has %u tensors)",
+                                frost__cnorm_slot_names[o->slot], (unsigned)id, (unsigned)a->g->num_tensors);
     for (int i = 0; i < FROST__CNORM_NUM_SLOTS; ++i)
         if (a->inputs[i] == id)
-            return frost__cnorm_bad(a, o->slot, t, "is also the input %s; outputs must not alias inputs (no in-place norm)",
-                       frost__cnorm_slot_names[i]);
+            return frost__cnorm_bad(a, o->slot, t,
+                                    "is also the input %s; outputs must not alias inputs (no in-place norm)",
+                                    frost__cnorm_slot_names[i]);
     for (const frost__cnorm_out *other = outs; other < o; ++other)
         if (*other->result == id)
-            return frost__cnorm_bad(a, o->slot, t, "is also given as output %s of the same op", frost__cnorm_slot_names[other->slot]);
+            return frost__cnorm_bad(a, o->slot, t, "is also given as output %s of the same op",
+                                    frost__cnorm_slot_names[other->slot]);
     if (t->producer >= 0)
         return frost__cnorm_bad(a, o->slot, t, "is already produced by node %d; a tensor has one writer", t->producer);
     if (t->ragged_offset)
@@ -280,8 +290,8 @@ static frost_status check_output(frost__cnorm_add *a, const frost__cnorm_out *o,
     frost_status s = frost__cnorm_check_input(a, o->slot, t, o->dtype);
     if (s == FROST_OK && elements_overlap(t))
         return frost__cnorm_bad(a, o->slot, t,
-                   "its strides address some elements twice (a broadcast or overlapping output); "
-                   "give it distinct elements");
+                                "its strides address some elements twice (a broadcast or overlapping output); "
+                                "give it distinct elements");
     return s;
 }
 
@@ -368,8 +378,8 @@ frost_status frost__cnorm_finish(frost__cnorm_add *a, frost__op op, frost__cnorm
     return FROST_OK;
 }
 
-frost_status frost__cnorm_begin(frost__cnorm_add *a, frost_graph *graph, const char *fn, const char *op, const void *desc,
-                          const void *outs)
+frost_status frost__cnorm_begin(frost__cnorm_add *a, frost_graph *graph, const char *fn, const char *op,
+                                const void *desc, const void *outs)
 {
     memset(a, 0, sizeof *a);
     a->fn = fn;
