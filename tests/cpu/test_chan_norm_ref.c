@@ -31,16 +31,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "test_util.h"
+#include "chan_norm_ref.h"
+#include "ref_test_util.h"
 
-enum { GN = 0, IN = 1, BN = 2 };
 enum { NCHW, NHWC, GAP_NCHW, GAP_NHWC, PERMUTED }; /* layouts of x-shaped tensors */
 enum { NO_BWD, BWD_FORMULA, BWD_FD };
 enum { T_X, T_SCALE, T_BIAS, T_Y, T_MEAN, T_RSTD, T_RMEAN, T_RVAR, T_DY, T_DX, T_DSCALE, T_DBIAS, T_COUNT };
 
 static const char *const tnames[T_COUNT] = {
     "x", "scale", "bias", "y", "mean", "inv_std", "running_mean", "running_var", "d_y", "d_x", "d_scale", "d_bias"};
-static const char *const kind_names[] = {"groupnorm", "instancenorm", "batchnorm"};
+const char *const chan_norm_ref_kind_names[3] = {"groupnorm", "instancenorm", "batchnorm"};
 
 typedef struct cn_case {
     int kind;
@@ -97,15 +97,10 @@ static const cn_case table[] = {
 
 static frost_context *cpu;
 
-typedef struct tslot {
-    frost_tensor id;
-    tu_buf buf;
-} tslot;
-
 typedef struct run {
     const cn_case *c;
     int64_t N, C, S, G, sets;
-    tslot t[T_COUNT];
+    tu_slot t[T_COUNT];
     double *rm0, *rv0; /* running statistics before execute */
 } run;
 
@@ -115,14 +110,6 @@ static double eps_of(const cn_case *c)
 }
 
 /* ---- layouts and tensors ---- */
-
-static void shuffle(tu_rng *r, int *v, int n)
-{
-    for (int i = n - 1; i > 0; --i) {
-        int j = (int)tu_int(r, 0, i), t = v[i];
-        v[i] = v[j], v[j] = t;
-    }
-}
 
 /* Dim order (outermost first) and strides of an x-shaped tensor in a layout. */
 static void layout_strides(tu_rng *r, int layout, int rank, const int64_t *dims, int *order, int64_t *strides)
@@ -135,21 +122,8 @@ static void layout_strides(tu_rng *r, int layout, int rank, const int64_t *dims,
         order[rank - 1] = 1;
     }
     if (layout == PERMUTED)
-        shuffle(r, order, rank);
+        tu_shuffle(r, order, rank);
     tu_gapped_strides(r, rank, dims, order, layout == NCHW || layout == NHWC ? 0 : 3, 1, strides);
-}
-
-static frost_tensor add(frost_graph *g, const char *name, frost_dtype dt, int rank, const int64_t *dims,
-                        const int64_t *strides)
-{
-    frost_tensor_desc d = {.name = name, .dtype = dt, .rank = rank};
-    frost_tensor id = 0;
-    for (int i = 0; i < rank; ++i) {
-        d.dims[i] = dims[i];
-        d.strides[i] = strides ? strides[i] : 0;
-    }
-    TU_OK(frost_graph_add_tensor(g, &d, &id));
-    return id;
 }
 
 /* A per-channel tensor: [C] or [1, C, 1, ...], sometimes with a gap between entries. */
@@ -163,7 +137,7 @@ static frost_tensor add_channel(frost_graph *g, tu_rng *r, const char *name, fro
     tu_packed_strides(rank, dims, strides);
     if (tu_int(r, 0, 2) == 0)
         strides[full ? 1 : 0] = tu_int(r, 2, 3);
-    return add(g, name, dt, rank, dims, strides);
+    return tu_add(g, name, dt, rank, dims, strides);
 }
 
 /* ---- element access by logical index ---- */
@@ -247,21 +221,6 @@ static double naive_loss(const run *R, const double *x, const double *w, const d
     return l;
 }
 
-static void expect_close(const char *what, const double *got, const double *ref, int64_t n, double atol, double rtol)
-{
-    tu_cmp c = tu_compare(got, ref, n, atol, rtol);
-    if (c.bad) {
-        tu_cmp_print(what, &c);
-        tu_failf("%s: %lld of %lld elements outside atol %.3g rtol %.3g", what, (long long)c.bad, (long long)n, atol,
-                 rtol);
-    }
-}
-
-static double floor_of(frost_dtype t)
-{
-    return t == F16 ? ldexp(1.0, -24) : 1e-30;
-}
-
 /* Dense fp64 copies of what the engine read. */
 typedef struct dense {
     double *x, *dy, *w, *b, *acc, *got, *ref;
@@ -302,7 +261,7 @@ static void check_forward(const run *R, dense *d)
                 mag = fmax(mag, fabs((d->x[i] - mu) * rstd * d->w[ch]) + fabs(d->b[ch]));
                 xmag = fmax(xmag, fabs(d->x[i]));
             }
-    expect_close("y", d->got, d->ref, total, 1e-12 * mag + floor_of(c->dtype), 2.5 * tu_eps(c->dtype));
+    tu_expect_close("y", d->got, d->ref, total, 1e-12 * mag + tu_subnormal_floor(c->dtype), 2.5 * tu_eps(c->dtype));
     for (int which = 0; which < 2; ++which) { /* saved mean, inv_std */
         if (!R->t[which ? T_RSTD : T_MEAN].id)
             continue;
@@ -310,7 +269,7 @@ static void check_forward(const run *R, dense *d)
             d->got[k] = stat_at(R, which ? T_RSTD : T_MEAN, k);
             d->ref[k] = which ? 1.0 / sqrt(var[k] + eps_of(c)) : mean[k];
         }
-        expect_close(tnames[which ? T_RSTD : T_MEAN], d->got, d->ref, sets, which ? 1e-30 : 1e-12 * xmag,
+        tu_expect_close(tnames[which ? T_RSTD : T_MEAN], d->got, d->ref, sets, which ? 1e-30 : 1e-12 * xmag,
                      2.5 * tu_eps(F32));
     }
     if (c->kind == BN && c->running && !c->inference) {
@@ -323,7 +282,7 @@ static void check_forward(const run *R, dense *d)
                 d->got[ch] = chan_at(R, which ? T_RVAR : T_RMEAN, ch);
                 rmag = fmax(rmag, fabs((1 - mom) * old) + fabs(mom * batch));
             }
-            expect_close(tnames[which ? T_RVAR : T_RMEAN], d->got, d->ref, R->C, 2.5 * tu_eps(F32) * rmag,
+            tu_expect_close(tnames[which ? T_RVAR : T_RMEAN], d->got, d->ref, R->C, 2.5 * tu_eps(F32) * rmag,
                          2.5 * tu_eps(F32));
         }
     } else if (c->kind == BN && c->running) { /* read, not updated: bit-identical */
@@ -410,11 +369,12 @@ static void check_backward(const run *R, dense *d)
                 pm = fmax(pm, fabs(pref[p * C + ch]));
             }
         take_slack(d->got, d->ref, slack, total);
-        expect_close("d_x (vs finite differences)", d->got, d->ref, total, 2e-5 * fmax(1, m), 1e-4);
+        tu_expect_close("d_x (vs finite differences)", d->got, d->ref, total, 2e-5 * fmax(1, m), 1e-4);
         patol = 2e-5 * fmax(1, pm);
         prtol = 1e-4;
     } else {
-        expect_close("d_x", d->got, d->ref, total, 1e-12 * mag + floor_of(c->dtype), 2.5 * tu_eps(c->dtype));
+        tu_expect_close("d_x", d->got, d->ref, total, 1e-12 * mag + tu_subnormal_floor(c->dtype),
+                        2.5 * tu_eps(c->dtype));
     }
     for (int64_t ch = 0; ch < C; ++ch) {
         pgot[ch] = R->t[T_DSCALE].id ? chan_at(R, T_DSCALE, ch) : 0;
@@ -423,22 +383,23 @@ static void check_backward(const run *R, dense *d)
     if (fd)
         take_slack(pgot, pref, pslack, C);
     if (R->t[T_DSCALE].id)
-        expect_close(fd ? "d_scale (vs finite differences)" : "d_scale", pgot, pref, C, patol, prtol);
+        tu_expect_close(fd ? "d_scale (vs finite differences)" : "d_scale", pgot, pref, C, patol, prtol);
     if (R->t[T_DBIAS].id)
-        expect_close(fd ? "d_bias (vs finite differences)" : "d_bias", pgot + C, pref + C, C, patol, prtol);
+        tu_expect_close(fd ? "d_bias (vs finite differences)" : "d_bias", pgot + C, pref + C, C, patol, prtol);
     free(sums);
 }
 
 /* ---- building the case ---- */
 
-static frost_status add_fwd(frost_graph *g, int kind, const frost_channel_norm_desc *d, frost_norm_outputs *o)
+frost_status chan_norm_ref_add_fwd(frost_graph *g, int kind, const frost_channel_norm_desc *d, frost_norm_outputs *o)
 {
     return kind == GN   ? frost_graph_add_groupnorm(g, d, o)
            : kind == IN ? frost_graph_add_instancenorm(g, d, o)
                         : frost_graph_add_batchnorm(g, d, o);
 }
 
-static frost_status add_bwd(frost_graph *g, int kind, const frost_channel_norm_backward_desc *d, frost_norm_grads *o)
+frost_status chan_norm_ref_add_bwd(frost_graph *g, int kind, const frost_channel_norm_backward_desc *d,
+                                   frost_norm_grads *o)
 {
     return kind == GN   ? frost_graph_add_groupnorm_backward(g, d, o)
            : kind == IN ? frost_graph_add_instancenorm_backward(g, d, o)
@@ -453,7 +414,7 @@ static frost_tensor data_output(frost_graph *g, tu_rng *r, const char *name, con
     if (!c->given_out)
         return tu_int(r, 0, 1) ? FROST_TENSOR_AUTO : FROST_TENSOR_NONE;
     layout_strides(r, (int)tu_int(r, GAP_NCHW, PERMUTED), c->rank, c->dims, order, st);
-    return add(g, name, c->dtype, c->rank, c->dims, st);
+    return tu_add(g, name, c->dtype, c->rank, c->dims, st);
 }
 
 static frost_tensor stats_output(frost_graph *g, tu_rng *r, const char *name, const run *R)
@@ -463,13 +424,13 @@ static frost_tensor stats_output(frost_graph *g, tu_rng *r, const char *name, co
     if (!R->c->given_out)
         return FROST_TENSOR_AUTO;
     if (R->c->kind == BN)
-        return add(g, name, F32, 1, &R->C, NULL);
+        return tu_add(g, name, F32, 1, &R->C, NULL);
     tu_gapped_strides(r, 2, dims, order, 2, 1, st);
-    return add(g, name, F32, 2, dims, st);
+    return tu_add(g, name, F32, 2, dims, st);
 }
 
 /* Frost-made x-shaped outputs are dense and keep x's dim order (for dims of size > 1). */
-static void check_made_like_x(frost_graph *g, frost_tensor x, frost_tensor out, const char *what)
+void chan_norm_ref_check_made_like_x(frost_graph *g, frost_tensor x, frost_tensor out, const char *what)
 {
     frost_tensor_desc xd, od;
     TU_OK(frost_graph_tensor_desc(g, x, &xd));
@@ -492,7 +453,7 @@ static void add_ops(frost_graph *g, tu_rng *rng, run *R)
     int64_t st[FROST_MAX_RANK];
     int order[FROST_MAX_RANK];
     layout_strides(rng, c->layout, c->rank, c->dims, order, st);
-    R->t[T_X].id = add(g, "x", c->dtype, c->rank, c->dims, st);
+    R->t[T_X].id = tu_add(g, "x", c->dtype, c->rank, c->dims, st);
     if (c->scale)
         R->t[T_SCALE].id = add_channel(g, rng, "scale", c->scale == 1 ? F32 : c->dtype, c, c->full_param);
     if (c->bias)
@@ -517,14 +478,14 @@ static void add_ops(frost_graph *g, tu_rng *rng, run *R)
         fo.inv_std = stats_output(g, rng, "inv_std", R);
     }
     frost_tensor y_req = fo.y;
-    TU_OK(add_fwd(g, c->kind, &fd, &fo));
+    TU_OK(chan_norm_ref_add_fwd(g, c->kind, &fd, &fo));
     R->t[T_Y].id = fo.y, R->t[T_MEAN].id = fo.mean, R->t[T_RSTD].id = fo.inv_std;
     if (y_req == FROST_TENSOR_AUTO || y_req == FROST_TENSOR_NONE)
-        check_made_like_x(g, R->t[T_X].id, fo.y, "y");
+        chan_norm_ref_check_made_like_x(g, R->t[T_X].id, fo.y, "y");
     if (!c->backward)
         return;
     layout_strides(rng, (int)tu_int(rng, NCHW, PERMUTED), c->rank, c->dims, order, st);
-    R->t[T_DY].id = add(g, "d_y", c->dtype, c->rank, c->dims, st);
+    R->t[T_DY].id = tu_add(g, "d_y", c->dtype, c->rank, c->dims, st);
     const int saved_mean = c->saved == 1 || c->saved == 2, saved_rstd = c->saved == 1 || c->saved == 3;
     frost_channel_norm_backward_desc bd = {.x = R->t[T_X].id,
                                            .d_y = R->t[T_DY].id,
@@ -542,10 +503,10 @@ static void add_ops(frost_graph *g, tu_rng *rng, run *R)
     if (c->bias)
         bo.d_bias = c->given_out ? add_channel(g, rng, "d_bias", F32, c, tu_int(rng, 0, 1)) : FROST_TENSOR_AUTO;
     frost_tensor dx_req = bo.d_x;
-    TU_OK(add_bwd(g, c->kind, &bd, &bo));
+    TU_OK(chan_norm_ref_add_bwd(g, c->kind, &bd, &bo));
     R->t[T_DX].id = bo.d_x, R->t[T_DSCALE].id = bo.d_scale, R->t[T_DBIAS].id = bo.d_bias;
     if (dx_req == FROST_TENSOR_AUTO || dx_req == FROST_TENSOR_NONE)
-        check_made_like_x(g, R->t[T_X].id, bo.d_x, "d_x");
+        chan_norm_ref_check_made_like_x(g, R->t[T_X].id, bo.d_x, "d_x");
 }
 
 /* ---- running one case ---- */
@@ -560,14 +521,9 @@ static void describe(const cn_case *c, char *buf, size_t cap)
     snprintf(buf, cap,
              "%s x=[%s] G=%d %s scale=%d bias=%d full=%d zc=%d %s %s stats=%d running=%d momentum=%g eps=%g "
              "offset=%g bwd=%s saved=%d given_out=%d",
-             kind_names[c->kind], dims, c->groups, frost_dtype_name(c->dtype), c->scale, c->bias, c->full_param,
-             c->zero_centered, c->inference ? "inference" : "training", layouts[c->layout], c->stats, c->running,
-             c->momentum, c->epsilon, c->offset, bwds[c->backward], c->saved, c->given_out);
-}
-
-static size_t alloc_bytes(const tu_buf *b)
-{
-    return (size_t)(b->span + 2 * b->guard) * b->elem_size;
+             chan_norm_ref_kind_names[c->kind], dims, c->groups, frost_dtype_name(c->dtype), c->scale, c->bias,
+             c->full_param, c->zero_centered, c->inference ? "inference" : "training", layouts[c->layout], c->stats,
+             c->running, c->momentum, c->epsilon, c->offset, bwds[c->backward], c->saved, c->given_out);
 }
 
 static int is_output(int slot)
@@ -614,21 +570,14 @@ static void run_case(int index, const cn_case *c, uint64_t seed)
     if (tu_failures() != f0)
         goto out;
     char report[8192], opname[32];
-    snprintf(opname, sizeof opname, "%s_fwd", kind_names[c->kind]);
+    snprintf(opname, sizeof opname, "%s_fwd", chan_norm_ref_kind_names[c->kind]);
     TU_OK(frost_graph_explain(g, report, sizeof report, NULL));
     if (!strstr(report, opname) || !strstr(report, "engine: ref"))
         tu_failf("explain does not show %s on the ref engine:\n%s", opname, report);
     size_t ws_bytes = 0;
     TU_OK(frost_graph_workspace_size(g, &ws_bytes));
     ws = ws_bytes ? malloc(ws_bytes) : NULL;
-    for (int s = 0; s < T_COUNT; ++s) {
-        frost_tensor_desc td;
-        if (!R.t[s].id)
-            continue;
-        TU_OK(frost_graph_tensor_desc(g, R.t[s].id, &td));
-        TU_CHECK(tu_buf_alloc(&R.t[s].buf, td.dtype, td.rank, td.dims, td.strides, 0));
-        bind[nb++] = (frost_binding){R.t[s].id, R.t[s].buf.data};
-    }
+    nb = tu_slots_alloc(g, R.t, T_COUNT, bind);
     tu_buf_fill_uniform(&R.t[T_X].buf, &rng, -2.0 + c->offset, 2.0 + c->offset);
     if (c->scale)
         tu_buf_fill_uniform(&R.t[T_SCALE].buf, &rng, c->zero_centered ? -0.5 : 0.5, c->zero_centered ? 0.5 : 1.5);
@@ -645,9 +594,7 @@ static void run_case(int index, const cn_case *c, uint64_t seed)
             R.rm0[ch] = chan_at(&R, T_RMEAN, ch), R.rv0[ch] = chan_at(&R, T_RVAR, ch);
     }
     execute_fresh(&R, g, bind, nb, ws);
-    for (int s = 0; s < T_COUNT; ++s)
-        if (R.t[s].id)
-            tu_guard_check(&R.t[s].buf, tnames[s]);
+    tu_slots_guard_check(R.t, T_COUNT, tnames);
     const int64_t total = R.N * R.C * R.S, most = total + R.sets + R.C + 1;
     d.x = malloc(sizeof(double) * (size_t)(2 * total + 2 * R.C + 3 * R.sets + 2 * most + 1));
     d.dy = d.x + total, d.w = d.dy + total, d.b = d.w + R.C, d.acc = d.b + R.C, d.got = d.acc + 3 * R.sets;
@@ -658,21 +605,19 @@ static void run_case(int index, const cn_case *c, uint64_t seed)
         check_backward(&R, &d);
     /* a second execute from the same state must reproduce every written byte */
     for (int s = 0; s < T_COUNT; ++s)
-        if (R.t[s].id && (first[s] = malloc(alloc_bytes(&R.t[s].buf))) != NULL)
-            memcpy(first[s], R.t[s].buf.alloc, alloc_bytes(&R.t[s].buf));
+        if (R.t[s].id && (first[s] = malloc(tu_alloc_bytes(&R.t[s].buf))) != NULL)
+            memcpy(first[s], R.t[s].buf.alloc, tu_alloc_bytes(&R.t[s].buf));
     execute_fresh(&R, g, bind, nb, ws);
     for (int s = 0; s < T_COUNT; ++s)
-        if (first[s] && memcmp(first[s], R.t[s].buf.alloc, alloc_bytes(&R.t[s].buf)) != 0)
+        if (first[s] && memcmp(first[s], R.t[s].buf.alloc, tu_alloc_bytes(&R.t[s].buf)) != 0)
             tu_failf("%s: a second execute from the same inputs gave different bits", tnames[s]);
 out:
     free(d.x);
     free(ws);
     free(R.rm0);
-    for (int s = 0; s < T_COUNT; ++s) {
+    for (int s = 0; s < T_COUNT; ++s)
         free(first[s]);
-        if (R.t[s].id)
-            tu_buf_free(&R.t[s].buf);
-    }
+    tu_slots_free(R.t, T_COUNT);
     frost_graph_destroy(g);
 }
 
@@ -725,240 +670,26 @@ static cn_case random_case(tu_rng *r)
     return c;
 }
 
-/* ---- the validation walk: every refusal, its status, and a message naming the culprit ---- */
-static void expect_fail(frost_status got, frost_status want, const char *needle, const char *expr, int line)
+static void run_index(frost_context *ctx, int index, uint64_t seed)
 {
-    if (got != want)
-        tu_failf("line %d: %s returned %s, expected %s (%s)", line, expr, frost_status_name(got),
-                 frost_status_name(want), frost_last_error());
-    else if (needle && !strstr(frost_last_error(), needle))
-        tu_failf("line %d: %s: the message \"%s\" does not name '%s'", line, expr, frost_last_error(), needle);
-}
-#define EXPECT(call, status, needle) expect_fail((call), (status), (needle), #call, __LINE__)
-#define INVALID FROST_INVALID_ARGUMENT
-
-typedef frost_channel_norm_desc CD;
-typedef frost_norm_outputs CO;
-typedef frost_channel_norm_backward_desc BD;
-typedef frost_norm_grads BG;
-
-static frost_status fwd(frost_graph *g, int kind, CD d, CO o)
-{
-    return add_fwd(g, kind, &d, &o);
-}
-
-static frost_status bwd(frost_graph *g, int kind, BD d, BG o)
-{
-    return add_bwd(g, kind, &d, &o);
-}
-
-static void expect_dims(frost_graph *g, frost_tensor t, frost_dtype dt, int rank, int64_t d0, int64_t d1)
-{
-    frost_tensor_desc td;
-    TU_OK(frost_graph_tensor_desc(g, t, &td));
-    if (td.dtype != dt || td.rank != rank || td.dims[0] != d0 || (rank > 1 && td.dims[1] != d1))
-        tu_failf("tensor '%s': got %s rank %d [%lld, %lld], expected %s rank %d [%lld, %lld]", td.name,
-                 frost_dtype_name(td.dtype), td.rank, (long long)td.dims[0], (long long)td.dims[1],
-                 frost_dtype_name(dt), rank, (long long)d0, (long long)d1);
-}
-
-static void validation_walk(void)
-{
-    tu_set_context("test_chan_norm_ref", 0, -1, "validation walk");
-    frost_graph *g = NULL;
-    TU_OK(frost_graph_create(cpu, &g));
-    const int64_t dx[] = {2, 6, 4, 4}, dxb[] = {2, 6, 4, 5}, dxe[] = {2, 6, 0, 4}, dxm1[] = {1, 6, 1, 1};
-    const int64_t dc[] = {6}, dcb[] = {7}, dc5[] = {5}, dfull[] = {1, 6, 1, 1}, dlead[] = {2, 6, 1, 1};
-    const int64_t dr3[] = {1, 6, 1}, dsg[] = {2, 3}, dsgb[] = {2, 4}, dsnc[] = {2, 6}, d3[] = {3}, dr2[] = {1, 6};
-    const int64_t nhwc[] = {96, 1, 24, 6}, bcast[] = {96, 16, 0, 1};
-    frost_tensor offs = add(g, "voffs", FROST_I32, 1, d3, NULL);
-    frost_tensor_desc rd = {.name = "vx_ragged", .dtype = F32, .rank = 4, .dims = {2, 6, 4, 4}, .ragged_offset = offs};
-    frost_tensor xr = 0;
-    TU_OK(frost_graph_add_tensor(g, &rd, &xr));
-    frost_tensor x = add(g, "vx", F32, 4, dx, NULL), x1 = add(g, "vx_rank1", F32, 1, dc, NULL);
-    frost_tensor xi = add(g, "vx_i32", FROST_I32, 4, dx, NULL), xe = add(g, "vx_empty", F32, 4, dxe, NULL);
-    frost_tensor xm1 = add(g, "vx_m1", F32, 4, dxm1, NULL), xn = add(g, "vx_nhwc", F16, 4, dx, nhwc);
-    frost_tensor dy = add(g, "vdy", F32, 4, dx, NULL), dyb = add(g, "vdy_bad", F32, 4, dxb, NULL);
-    frost_tensor dyh = add(g, "vdy_f16", F16, 4, dx, NULL), dyn = add(g, "vdy_nhwc", F16, 4, dx, NULL);
-    frost_tensor w = add(g, "vw", F32, 1, dc, NULL), wf = add(g, "vw_full", F32, 4, dfull, NULL);
-    frost_tensor wb = add(g, "vw_bad", F32, 1, dcb, NULL), wlb = add(g, "vw_lead_bad", F32, 4, dlead, NULL);
-    frost_tensor wr3 = add(g, "vw_rank3", F32, 3, dr3, NULL), wh = add(g, "vw_f16", F16, 1, dc, NULL);
-    frost_tensor sg = add(g, "vstats_g", F32, 2, dsg, NULL), sgb = add(g, "vstats_g_bad", F32, 2, dsgb, NULL);
-    frost_tensor sc = add(g, "vstats_c", F32, 1, dc, NULL), sh = add(g, "vstats_f16", F16, 2, dsg, NULL);
-    frost_tensor snc = add(g, "vstats_nc", F32, 2, dsnc, NULL);
-    frost_tensor rm = add(g, "vrm", F32, 1, dc, NULL), rv = add(g, "vrv", F32, 1, dc, NULL);
-    frost_tensor rvb = add(g, "vrv_bad", F32, 1, dc5, NULL), rvh = add(g, "vrv_f16", F16, 1, dc, NULL);
-    frost_tensor rmr2 = add(g, "vrm_rank2", F32, 2, dr2, NULL);
-    frost_tensor y = add(g, "vy", F32, 4, dx, NULL), yb = add(g, "vy_bad", F32, 4, dxb, NULL);
-    frost_tensor yh = add(g, "vy_f16", F16, 4, dx, NULL), ybc = add(g, "vy_bcast", F32, 4, dx, bcast);
-    frost_tensor last = ybc;
-    const frost_tensor A = FROST_TENSOR_AUTO;
-    const frost_norm_phase INF = FROST_NORM_INFERENCE;
-    CO o = {0};
-    BG bo = {0};
-
-    /* NULL pointers, missing and unknown tensors */
-    EXPECT(frost_graph_add_groupnorm(NULL, &(CD){.x = x, .num_groups = 3}, &o), INVALID, "graph");
-    EXPECT(frost_graph_add_instancenorm(g, NULL, &o), INVALID, "descriptor");
-    EXPECT(frost_graph_add_batchnorm(g, &(CD){.x = x}, NULL), INVALID, "output");
-    EXPECT(frost_graph_add_batchnorm_backward(NULL, &(BD){.x = x, .d_y = dy}, &bo), INVALID, "graph");
-    EXPECT(frost_graph_add_groupnorm_backward(g, NULL, &bo), INVALID, "descriptor");
-    EXPECT(frost_graph_add_instancenorm_backward(g, &(BD){.x = x, .d_y = dy}, NULL), INVALID, "output");
-    EXPECT(fwd(g, IN, (CD){0}, o), INVALID, "x");
-    EXPECT(bwd(g, BN, (BD){.x = x}, bo), INVALID, "d_y");
-    EXPECT(bwd(g, GN, (BD){.d_y = dy, .num_groups = 3}, bo), INVALID, "x");
-    EXPECT(fwd(g, IN, (CD){.x = 999}, o), INVALID, "999");
-    EXPECT(fwd(g, IN, (CD){.x = x, .scale = 555}, o), INVALID, "555");
-    EXPECT(fwd(g, BN, (CD){.x = x, .running_mean = 444, .running_var = rv}, o), INVALID, "444");
-    EXPECT(bwd(g, IN, (BD){.x = x, .d_y = dy, .mean = 333}, bo), INVALID, "333");
-    EXPECT(fwd(g, IN, (CD){.x = xr}, o), FROST_NOT_SUPPORTED, "vx_ragged");
-    /* x: rank, dtype, attributes */
-    EXPECT(fwd(g, IN, (CD){.x = x1}, o), INVALID, "vx_rank1");
-    EXPECT(fwd(g, BN, (CD){.x = xi}, o), INVALID, "vx_i32");
-    EXPECT(fwd(g, GN, (CD){.x = x}, o), INVALID, "num_groups");
-    EXPECT(fwd(g, GN, (CD){.x = x, .num_groups = 4}, o), INVALID, "num_groups");
-    EXPECT(fwd(g, GN, (CD){.x = x, .num_groups = -2}, o), INVALID, "num_groups");
-    EXPECT(bwd(g, GN, (BD){.x = x, .d_y = dy, .num_groups = 5}, bo), INVALID, "num_groups");
-    EXPECT(fwd(g, IN, (CD){.x = x, .epsilon = -1.0}, o), INVALID, "epsilon");
-    EXPECT(fwd(g, IN, (CD){.x = x, .epsilon = NAN}, o), INVALID, "epsilon");
-    EXPECT(bwd(g, BN, (BD){.x = x, .d_y = dy, .epsilon = -2}, bo), INVALID, "epsilon");
-    EXPECT(fwd(g, BN, (CD){.x = x, .momentum = 1.5}, o), INVALID, "momentum");
-    EXPECT(fwd(g, BN, (CD){.x = x, .momentum = -0.1}, o), INVALID, "momentum");
-    EXPECT(fwd(g, BN, (CD){.x = x, .momentum = NAN}, o), INVALID, "momentum");
-    EXPECT(fwd(g, IN, (CD){.x = x, .phase = (frost_norm_phase)7}, o), INVALID, "phase");
-    /* empty reduction sets */
-    EXPECT(fwd(g, IN, (CD){.x = xe}, o), INVALID, "vx_empty");
-    EXPECT(fwd(g, GN, (CD){.x = xe, .num_groups = 2, .phase = INF}, o), INVALID, "vx_empty");
-    EXPECT(fwd(g, BN, (CD){.x = xe}, o), INVALID, "vx_empty");
-    EXPECT(bwd(g, BN, (BD){.x = xe, .d_y = xe}, bo), INVALID, "vx_empty");
-    /* scale and bias */
-    EXPECT(fwd(g, IN, (CD){.x = x, .scale = wb}, o), INVALID, "vw_bad");
-    EXPECT(fwd(g, BN, (CD){.x = x, .bias = wb}, o), INVALID, "vw_bad");
-    EXPECT(fwd(g, GN, (CD){.x = x, .num_groups = 3, .scale = wlb}, o), INVALID, "vw_lead_bad");
-    EXPECT(fwd(g, IN, (CD){.x = x, .scale = wr3}, o), INVALID, "vw_rank3");
-    EXPECT(fwd(g, IN, (CD){.x = x, .bias = wh}, o), INVALID, "vw_f16");
-    EXPECT(bwd(g, IN, (BD){.x = x, .d_y = dy, .scale = wb}, bo), INVALID, "vw_bad");
-    /* running statistics */
-    EXPECT(fwd(g, GN, (CD){.x = x, .num_groups = 3, .running_mean = rm, .running_var = rv}, o), INVALID,
-           "running_mean");
-    EXPECT(fwd(g, IN, (CD){.x = x, .running_var = rv}, o), INVALID, "running_var");
-    EXPECT(fwd(g, BN, (CD){.x = x, .phase = INF}, o), INVALID, "running_mean");
-    EXPECT(fwd(g, BN, (CD){.x = x, .running_mean = rm}, o), INVALID, "running_var");
-    EXPECT(fwd(g, BN, (CD){.x = x, .running_mean = rm, .running_var = rvb}, o), INVALID, "vrv_bad");
-    EXPECT(fwd(g, BN, (CD){.x = x, .running_mean = rm, .running_var = rvh}, o), INVALID, "vrv_f16");
-    EXPECT(fwd(g, BN, (CD){.x = x, .running_mean = rmr2, .running_var = rv}, o), INVALID, "vrm_rank2");
-    EXPECT(fwd(g, BN, (CD){.x = x, .running_mean = rm, .running_var = rm}, o), INVALID, "vrm");
-    EXPECT(fwd(g, BN, (CD){.x = x, .scale = w, .running_mean = w, .running_var = rv}, o), INVALID, "vw");
-    EXPECT(fwd(g, BN, (CD){.x = xm1, .running_mean = rm, .running_var = rv}, o), INVALID, "running_var");
-    /* statistics */
-    EXPECT(fwd(g, GN, (CD){.x = x, .num_groups = 3, .phase = INF}, (CO){.mean = A}), INVALID, "mean");
-    EXPECT(fwd(g, BN, (CD){.x = x, .phase = INF, .running_mean = rm, .running_var = rv}, (CO){.inv_std = A}), INVALID,
-           "inv_std");
-    EXPECT(fwd(g, GN, (CD){.x = x, .num_groups = 3}, (CO){.mean = sgb}), INVALID, "vstats_g_bad");
-    EXPECT(fwd(g, GN, (CD){.x = x, .num_groups = 3}, (CO){.inv_std = sh}), INVALID, "vstats_f16");
-    EXPECT(fwd(g, IN, (CD){.x = x}, (CO){.mean = sg}), INVALID, "vstats_g");
-    EXPECT(fwd(g, BN, (CD){.x = x}, (CO){.inv_std = snc}), INVALID, "vstats_nc");
-    EXPECT(bwd(g, GN, (BD){.x = x, .d_y = dy, .num_groups = 3, .mean = sgb}, bo), INVALID, "vstats_g_bad");
-    EXPECT(bwd(g, GN, (BD){.x = x, .d_y = dy, .num_groups = 3, .inv_std = sc}, bo), INVALID, "vstats_c");
-    EXPECT(bwd(g, IN, (BD){.x = x, .d_y = dy, .inv_std = sh}, bo), INVALID, "vstats_f16");
-    EXPECT(bwd(g, BN, (BD){.x = x, .d_y = dy, .mean = sg}, bo), INVALID, "vstats_g");
-    /* outputs */
-    EXPECT(fwd(g, IN, (CD){.x = x}, (CO){.y = yb}), INVALID, "vy_bad");
-    EXPECT(fwd(g, IN, (CD){.x = x}, (CO){.y = yh}), INVALID, "vy_f16");
-    EXPECT(fwd(g, IN, (CD){.x = x}, (CO){.y = ybc}), INVALID, "vy_bcast");
-    EXPECT(fwd(g, IN, (CD){.x = x}, (CO){.y = 777}), INVALID, "777");
-    EXPECT(fwd(g, IN, (CD){.x = x}, (CO){.y = x}), INVALID, "vx");
-    EXPECT(fwd(g, BN, (CD){.x = x, .running_mean = rm, .running_var = rv}, (CO){.mean = rm}), INVALID, "vrm");
-    EXPECT(fwd(g, GN, (CD){.x = x, .num_groups = 3}, (CO){.mean = sg, .inv_std = sg}), INVALID, "vstats_g");
-    /* backward inputs and gradients */
-    EXPECT(bwd(g, IN, (BD){.x = x, .d_y = dyb}, bo), INVALID, "vdy_bad");
-    EXPECT(bwd(g, IN, (BD){.x = x, .d_y = dyh}, bo), INVALID, "vdy_f16");
-    EXPECT(bwd(g, IN, (BD){.x = x, .d_y = dy}, (BG){.d_scale = A}), INVALID, "d_scale");
-    EXPECT(bwd(g, BN, (BD){.x = x, .d_y = dy, .scale = w}, (BG){.d_bias = A}), INVALID, "d_bias");
-    EXPECT(bwd(g, IN, (BD){.x = x, .d_y = dy}, (BG){.d_x = dy}), INVALID, "vdy");
-    EXPECT(bwd(g, IN, (BD){.x = x, .d_y = dy}, (BG){.d_x = yh}), INVALID, "vy_f16");
-    EXPECT(bwd(g, BN, (BD){.x = x, .d_y = dy, .scale = w}, (BG){.d_scale = wb}), INVALID, "vw_bad");
-    EXPECT(bwd(g, BN, (BD){.x = x, .d_y = dy, .scale = w}, (BG){.d_scale = wh}), INVALID, "vw_f16");
-
-    /* a refused call leaves the graph as it was: the next tensor gets the next id */
-    TU_CHECK(add(g, "vnext", F32, 1, dc, NULL) == last + 1);
-
-    /* accepted: ignored num_groups, full-shaped scale, statistics shapes, empty ops */
-    o = (CO){.mean = A, .inv_std = A};
-    TU_OK(fwd(g, GN, (CD){.x = x, .num_groups = 3, .scale = wf, .bias = w}, o));
-    TU_OK(frost_graph_add_groupnorm(g, &(CD){.x = x, .num_groups = 3, .scale = wf}, &o));
-    expect_dims(g, o.mean, F32, 2, 2, 3);
-    o = (CO){.inv_std = A};
-    TU_OK(frost_graph_add_instancenorm(g, &(CD){.x = x, .num_groups = -9, .momentum = 0.5}, &o));
-    expect_dims(g, o.inv_std, F32, 2, 2, 6);
-    o = (CO){.mean = A};
-    TU_OK(frost_graph_add_batchnorm(g, &(CD){.x = x}, &o));
-    expect_dims(g, o.mean, F32, 1, 6, 0);
-    TU_OK(fwd(g, BN, (CD){.x = xe, .phase = INF, .running_mean = rm, .running_var = rv}, (CO){0}));
-    TU_OK(fwd(g, BN, (CD){.x = xm1}, (CO){0})); /* M = 1 without running statistics */
-    /* NHWC in, NHWC out, forward and backward */
-    o = (CO){0};
-    TU_OK(frost_graph_add_groupnorm(g, &(CD){.x = xn, .num_groups = 2}, &o));
-    check_made_like_x(g, xn, o.y, "y of an NHWC x");
-    bo = (BG){.d_scale = A, .d_bias = A};
-    TU_OK(frost_graph_add_groupnorm_backward(g, &(BD){.x = xn, .d_y = dyn, .num_groups = 2, .scale = wf, .has_bias = 1},
-                                             &bo));
-    check_made_like_x(g, xn, bo.d_x, "d_x of an NHWC x");
-    expect_dims(g, bo.d_scale, F32, 4, 1, 6);
-    expect_dims(g, bo.d_bias, F32, 4, 1, 6);
-    /* one writer per tensor, across nodes */
-    TU_OK(fwd(g, IN, (CD){.x = x}, (CO){.y = y, .mean = snc}));
-    EXPECT(fwd(g, BN, (CD){.x = x}, (CO){.y = y}), INVALID, "vy");
-    EXPECT(fwd(g, IN, (CD){.x = x}, (CO){.inv_std = snc}), INVALID, "vstats_nc");
-    EXPECT(bwd(g, IN, (BD){.x = x, .d_y = dy}, (BG){.d_x = y}), INVALID, "vy");
-    /* the new ops are listed by name */
-    int named = 0;
-    for (int i = 0; i < frost_op_count(); ++i)
-        for (int k = 0; k < 3; ++k) {
-            char fwd_name[32], bwd_name[32];
-            snprintf(fwd_name, sizeof fwd_name, "%s_fwd", kind_names[k]);
-            snprintf(bwd_name, sizeof bwd_name, "%s_bwd", kind_names[k]);
-            named += !strcmp(frost_op_name(i), fwd_name) + !strcmp(frost_op_name(i), bwd_name);
-        }
-    TU_CHECK(named == 6);
-
-    /* after build nothing can be added */
-    TU_OK(frost_graph_build(g, NULL));
-    EXPECT(fwd(g, IN, (CD){.x = x}, (CO){0}), FROST_BAD_STATE, "frost_graph_add_instancenorm");
-    EXPECT(bwd(g, BN, (BD){.x = x, .d_y = dy}, (BG){0}), FROST_BAD_STATE, "frost_graph_add_batchnorm_backward");
-    EXPECT(fwd(g, GN, (CD){.x = x, .num_groups = 3}, (CO){0}), FROST_BAD_STATE, "built");
-    frost_graph_destroy(g);
+    cn_case c;
+    (void)ctx; /* run_case uses the file's context */
+    if (index < NUM_TABLE) {
+        c = table[index];
+    } else {
+        tu_rng r = tu_rng_make(seed * 31u + (uint64_t)index);
+        c = random_case(&r);
+    }
+    run_case(index, &c, seed);
 }
 
 int main(void)
 {
     const uint64_t seed = tu_seed(20261203);
-    const int only = tu_case_filter();
-    int run_count = 0;
     TU_OK(frost_context_create(NULL, &cpu));
     if (!cpu)
         return tu_finish(0);
-    if (only < 0) {
-        tu_case_begin();
-        validation_walk();
-        tu_case_end();
-        ++run_count;
-    }
-    for (int i = 0; i < NUM_TABLE + NUM_RANDOM; ++i) {
-        if (only >= 0 && only != i)
-            continue;
-        cn_case c;
-        if (i < NUM_TABLE) {
-            c = table[i];
-        } else {
-            tu_rng r = tu_rng_make(seed * 31u + (uint64_t)i);
-            c = random_case(&r);
-        }
-        tu_case_begin();
-        run_case(i, &c, seed);
-        tu_case_end();
-        ++run_count;
-    }
+    const int run_count = tu_run_cases(cpu, seed, NUM_TABLE + NUM_RANDOM, chan_norm_ref_validation_walk, run_index);
     frost_context_destroy(cpu);
     return tu_finish(run_count);
 }
