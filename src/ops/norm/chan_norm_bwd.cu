@@ -32,6 +32,11 @@
  * segment.  A wave moves ~192 KB per SM (6 us of HBM time) against ~4-5 us on chip
  * (the three-sum pass is the heaviest), so 3.2-3.5 TB/s effective if the prefetch holds.
  *
+ * Two stages (FROST_CNORM_STAGES=2): as in the forward.  Floors at 4.0 TB/s: 101 us and
+ * 50 us.  Measured on the H200 (2026-12-02, tiles sized for two stages, with the dparams
+ * kernel below): GroupNorm 32x512x64x64 872 us (one stage: 412), BatchNorm 800 (643);
+ * 128x256x32x32 GroupNorm 378 (254), BatchNorm 396: one stage stays the default.
+ *
  * Entry points: cnorm_bwd_kernel (modes RESIDENT, STATS, APPLY), cnorm_bwd_finalize_kernel
  * (the fallback's merge) and cnorm_bwd_dparams_kernel.
  */
@@ -45,7 +50,17 @@ typedef struct bwd_smem {
     float *centre, *fin_r, *fin_mu, *fin_s1, *fin_s2; /* per set (fin_r holds M2 before the merge) */
     float *scratch;
     int *flag;
+    int next;                  /* the tile to load into the other stage, -1 when issued or none */
+    frost_io *next_x, *next_dy; /* that stage */
 } bwd_smem;
+
+/* Issues the loads of the pending next tile (every thread calls it, once it is due). */
+FROST_DEVICE void bwd_issue_next(const cnorm_params *p, bwd_smem *m)
+{
+    if (m->next >= 0)
+        cn_issue_stage(p, m->next, m->next_x, m->next_dy);
+    m->next = -1;
+}
 
 /* Stage s: x at base + 2 s tile, dy right after it; the arrays after the last stage. */
 FROST_DEVICE void bwd_carve(const cnorm_params *p, unsigned char *base, bwd_smem *m)
@@ -139,7 +154,7 @@ FROST_DEVICE void bwd_tile_sums(const cnorm_params *p, const cnorm_tile *tl, con
 
 /* Final (mean, r, s1, s2) of every set of the tile into fin_*; centre keeps the centre the
  * channel sums ch2 / ch3 were taken about. */
-FROST_DEVICE void bwd_resolve_stats(const cnorm_params *p, const cnorm_tile *tl, int t, const bwd_smem *m)
+FROST_DEVICE void bwd_resolve_stats(const cnorm_params *p, const cnorm_tile *tl, int t, bwd_smem *m)
 {
     const int tid = threadIdx.x, cg = p->cg;
     const bool apply = p->mode == CNORM_MODE_APPLY;
@@ -200,7 +215,9 @@ FROST_DEVICE void bwd_resolve_stats(const cnorm_params *p, const cnorm_tile *tl,
             }
         }
         cn_release(p, tl->seg);
+        bwd_issue_next(p, m);
     } else {
+        bwd_issue_next(p, m); /* after the arrival's fence, so that it does not wait for these loads */
         cn_wait_final(p, tl->seg);
         for (int j = tid; j < p->sets; j += CNORM_THREADS) {
             float f[4];
@@ -304,10 +321,14 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS, 1) cnorm_bwd_kernel(
         m.dy = (frost_io *)((unsigned char *)m.x + tile_bytes);
         cn_cp_async_wait_all();
         __syncthreads(); /* tile t has landed; the other stage's last reader (tile t - gridDim.x) is done */
+        m.next = -1;
         if (next < p.num_tiles) {
             if (p.stages == 2) {
-                frost_io *ox = (frost_io *)(base + 2ull * (uint64_t)(stage ^ 1) * tile_bytes);
-                cn_issue_stage(&p, next, ox, (frost_io *)((unsigned char *)ox + tile_bytes));
+                m.next = next;
+                m.next_x = (frost_io *)(base + 2ull * (uint64_t)(stage ^ 1) * tile_bytes);
+                m.next_dy = (frost_io *)((unsigned char *)m.next_x + tile_bytes);
+                if (p.mode != CNORM_MODE_RESIDENT || p.k_tiles == 1)
+                    bwd_issue_next(&p, &m); /* else once this tile has arrived at its barrier */
             } else {
                 const cnorm_tile nt = cn_tile(&p, next);
                 cn_prefetch_tile(&p, &nt, (const frost_io *)p.x, p.x_sn);
@@ -315,6 +336,7 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS, 1) cnorm_bwd_kernel(
             }
         }
         bwd_resolve_stats(&p, &tl, t, &m);
+        bwd_issue_next(&p, &m);
         if (p.mode != CNORM_MODE_STATS) {
             if (p.want_rec) {
                 bwd_write_records(&p, &tl, &m);

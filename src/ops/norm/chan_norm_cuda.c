@@ -13,18 +13,19 @@
  * tensor NHWC, or every one NCHW; per-tensor n strides may differ), the vector path (16-byte
  * units when C (NHWC) or HW (NCHW) and the n strides are multiples of the unit; base
  * alignment is checked per launch), and the geometry.  choose_geometry() tries every window
- * width that divides C in whole sets and, per width, every tile count per segment up to one
- * per SM, and prices each by waves x rows x cw (one wave = one tile per SM), with a penalty
- * for NHWC windows narrower than a 128-byte line.  A configuration whose segment fits one
- * wave runs RESIDENT: x (and dy) cross HBM once.  Otherwise the fallback runs three
+ * width that divides C in whole sets and, per width, every tile count per segment up to
+ * one per SM, and prices each (price()); with FROST_CNORM_STAGES=2 a width's tiles are
+ * sized for two stages (the next tile loads into shared memory during this one) where two
+ * fit.  A configuration whose segment fits one wave (one
+ * tile per SM) runs RESIDENT: x (and dy) cross HBM once.  Otherwise the fallback runs three
  * kernels (per-tile statistics, a finalize that merges them, and an apply pass that reads x
  * again).  BatchNorm inference needs no statistics: one APPLY pass with the running ones.
  *
  * Residency: a RESIDENT launch with more than one tile per segment has blocks wait for
  * each other, so it is launched with at most one block per SM (the kernels declare
- * __launch_bounds__(512, 1) and build checks the compiled registers), which the device can
- * always hold at once.  The counters of that exchange are zeroed by a memset on the
- * caller's stream before each launch; nothing else is allocated or hashed at execute.
+ * __launch_bounds__(512, 1)), which the device can always hold at once.  Counters (that
+ * exchange's, and the dparams kernel's) are zeroed by one memset on the caller's stream
+ * before each launch; nothing else is allocated or hashed at execute.
  *
  * Kernel keys: DTYPE_F32|F16|BF16, KIND_GROUP|INSTANCE|BATCH, LAYOUT_NCHW|NHWC, per entry
  * point (main, finalize, dparams): 90 keys, listed by frost__cnorm_cuda_keys.
@@ -112,15 +113,15 @@ static size_t smem_bytes(const cnorm_shape *s, int64_t rows, int64_t cw, int sta
 }
 
 /* The price of one tiling, in bytes one SM moves (or could have moved) over the whole
- * op.  Per tile: its reads and writes (mem), and the on-chip work (chip): a fixed cost
+ * op.  Per tile: its reads and writes (mem) and the on-chip work (chip): a fixed cost
  * (barriers and the passes' start-up, ~0.5 us at an SM's share of HBM) and, for a segment
  * of several tiles, the exchange (~1.5 us of round trips) plus the merge of its k x sets
- * records.  Two stages overlap the next tile's load with this one's work, so a wave costs
- * the larger of the two, plus the first tile's load, which nothing hides.  One stage runs
- * them one after the other, and the load, asked of L2 a tile ahead, still waits for its
- * round trips: measured (H200, before the stages) at 2.5-4x the bytes' time, priced as 2x.
- * NHWC windows narrower than a 128-byte line are marked up: each pixel's run shares its
- * lines with other windows. */
+ * records.  One stage adds them; two stages hide the smaller behind the larger and pay the
+ * first tile's load once.  NHWC windows narrower than a 128-byte line are marked up: each
+ * pixel's run shares its lines with other windows.  A guess until measured further: on
+ * the H200 (2026-12-02) time per wave grew only ~0.08 us per KB of tile but started at
+ * ~7 us with one stage or two, so halving the tiles to fit two stages lost more than the
+ * overlap won, and two stages are only tried with FROST_CNORM_STAGES=2 (see stage_choice). */
 #define TILE_FIXED_BYTES (16 * 1024)
 #define EXCHANGE_BYTES (48 * 1024)
 
@@ -132,11 +133,19 @@ static double price(const cnorm_shape *s, int stages, int64_t waves, int64_t row
     double chip = TILE_FIXED_BYTES;
     if (k > 1)
         chip += EXCHANGE_BYTES + (double)k * (double)(cw / s->cg) * record / 4.0;
-    double cost = stages == 2 ? (double)waves * (mem > chip ? mem : chip) + reads : (double)waves * (2.0 * mem + chip);
+    double cost = stages == 2 ? (double)waves * (mem > chip ? mem : chip) + reads : (double)waves * (mem + chip);
     const int64_t run = cw * s->esize;
     if (s->nhwc && cw < s->c && run < 128)
         cost *= 1.0 + (double)(128 - run) / 256.0;
     return cost;
+}
+
+/* Stages tried: 1 by default (see price()); FROST_CNORM_STAGES=2 tries two stages first
+ * and one only where two do not fit, for tuning and for the tests of that path. */
+static int stage_choice(void)
+{
+    const char *env = getenv("FROST_CNORM_STAGES");
+    return env && strtol(env, NULL, 10) == 2 ? 2 : 1;
 }
 
 /* Bytes of data (x, and dy for the backward) one stage holds at most.  With one stage
@@ -195,10 +204,13 @@ static int choose_geometry(const cnorm_shape *s, size_t budget, int64_t sms, int
             const int64_t t = widths[j];
             widths[j] = widths[j - 1], widths[j - 1] = t;
         }
-    for (int wi = 0; wi < count * 2; wi++) {
-        const int64_t cw = widths[wi / 2];
-        const int stages = wi % 2 ? 2 : 1; /* two stages last: they win ties */
-        const int64_t rmax = cw % s->cw_unit == 0 ? max_rows(s, budget, cw, stages, seg_rows) : 0;
+    const int two = stage_choice() == 2;
+    for (int wi = 0; wi < count; wi++) {
+        const int64_t cw = widths[wi];
+        int stages = two ? 2 : 1;
+        int64_t rmax = cw % s->cw_unit == 0 ? max_rows(s, budget, cw, stages, seg_rows) : 0;
+        if (two && rmax < CNORM_ROW_ALIGN && cw % s->cw_unit == 0)
+            stages = 1, rmax = max_rows(s, budget, cw, 1, seg_rows);
         if (rmax < CNORM_ROW_ALIGN)
             continue;
         const int64_t segs = (s->kind == FROST__CNORM_BATCH ? 1 : s->n) * (s->c / cw);

@@ -9,7 +9,7 @@
  * array; NCHW: a team of warps owns a channel row).  The order of every addition depends
  * only on the tile's shape, never on timing.
  *
- * Exchange: each tile writes its partial record per set, then a fence and one atomic
+ * Exchange: each tile writes its partial record per set, then (after a block barrier) one acquire-release atomic
  * increment of the segment's counter.  The block that brings the counter to k_tiles merges
  * all k_tiles records of each set in index order (so results are bitwise repeatable no
  * matter which block comes last), writes the final record and the outputs only one writer
@@ -112,10 +112,17 @@ FROST_DEVICE void cn_sums_nhwc(const cnorm_params *p, const cnorm_tile *tl, cons
                         scratch[r0 * pitch + cu * CN_VEC + k] = a[k];
                 __syncthreads();
                 for (int cl = tid; cl < cw; cl += CNORM_THREADS) {
-                    float v = 0.0f;
-                    for (int ph = 0; ph < per; ph++)
-                        v += scratch[ph * pitch + cl];
-                    out[cl] = v;
+                    /* up to 512 phases (narrow windows): 8 running sums keep 8 loads in
+                     * flight, added in a fixed order at the end */
+                    float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+                    int ph = 0;
+                    for (; ph + 8 <= per; ph += 8)
+#pragma unroll
+                        for (int u = 0; u < 8; u++)
+                            v[u] += scratch[(ph + u) * pitch + cl];
+                    for (; ph < per; ph++)
+                        v[0] += scratch[ph * pitch + cl];
+                    out[cl] = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
                 }
                 __syncthreads();
             } else if (active) {
@@ -303,15 +310,18 @@ FROST_DEVICE float *cn_final(const cnorm_params *p, int seg, int j)
 }
 
 /* Segment barrier, first half: this tile's partials are stored; count the arrival.
- * Returns (to every thread) whether this block is the segment's last arrival. */
+ * Returns (to every thread) whether this block is the segment's last arrival.  The block
+ * barrier orders the other threads' record stores before thread 0's release (the pattern
+ * of a cooperative grid sync); the atomic is acquire-release, so the last arrival then sees
+ * every other tile's records.  No fence per thread: a fence waits for the issuing thread's
+ * outstanding memory traffic, and a sequentially consistent one is slow under load. */
 FROST_DEVICE bool cn_arrive(const cnorm_params *p, int seg, int *flag)
 {
-    __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
         uint32_t *counter = (uint32_t *)(p->ws + p->off_count) + seg;
-        const uint32_t old = atomicAdd(counter, 1u);
-        __threadfence();
+        uint32_t old;
+        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
         *flag = old == (uint32_t)p->k_tiles - 1u;
     }
     __syncthreads();
@@ -321,10 +331,11 @@ FROST_DEVICE bool cn_arrive(const cnorm_params *p, int seg, int *flag)
 /* Second half, for the last arrival: its final records are stored; release the others. */
 FROST_DEVICE void cn_release(const cnorm_params *p, int seg)
 {
-    __threadfence();
     __syncthreads();
-    if (threadIdx.x == 0)
-        atomicAdd((uint32_t *)(p->ws + p->off_count) + seg, 1u);
+    if (threadIdx.x == 0) {
+        uint32_t *counter = (uint32_t *)(p->ws + p->off_count) + seg;
+        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
+    }
 }
 
 /* Second half, for everyone else: wait until the final records are out.  A wait longer
@@ -341,7 +352,6 @@ FROST_DEVICE void cn_wait_final(const cnorm_params *p, int seg)
             if (cn_globaltimer() - start > 30000000000ull)
                 __trap();
         }
-        __threadfence();
     }
     __syncthreads();
 }
