@@ -1,12 +1,13 @@
 /*
  * test_chan_norm_ref.c — GroupNorm, InstanceNorm and BatchNorm on the reference engine,
  * forward and backward, plus a walk through every validation error of the six add
- * functions.
+ * functions.  The naive formulas and the checks are in chan_norm_ref_checks.c, the
+ * validation walk in chan_norm_ref_validation.c; chan_norm_ref.h holds what they share.
  *
  * Each case builds one graph: the forward node and, when the case asks, the backward node
  * reading the forward's saved statistics.  What is checked, and against what:
  *   - Forward y, saved mean / inv_std and the updated BatchNorm running statistics
- *     against a naive formula written here (one-pass moments, each element sent to its
+ *     against a naive formula of this test (one-pass moments, each element sent to its
  *     set by index arithmetic; no code shared with the engine), in fp64 on the very
  *     values the engine read.  The only difference left is the final rounding to the
  *     output dtype: rtol 2.5 u(dtype).
@@ -35,32 +36,10 @@
 #include "ref_test_util.h"
 
 enum { NCHW, NHWC, GAP_NCHW, GAP_NHWC, PERMUTED }; /* layouts of x-shaped tensors */
-enum { NO_BWD, BWD_FORMULA, BWD_FD };
-enum { T_X, T_SCALE, T_BIAS, T_Y, T_MEAN, T_RSTD, T_RMEAN, T_RVAR, T_DY, T_DX, T_DSCALE, T_DBIAS, T_COUNT };
 
-static const char *const tnames[T_COUNT] = {
+const char *const chan_norm_ref_slot_names[T_COUNT] = {
     "x", "scale", "bias", "y", "mean", "inv_std", "running_mean", "running_var", "d_y", "d_x", "d_scale", "d_bias"};
 const char *const chan_norm_ref_kind_names[3] = {"groupnorm", "instancenorm", "batchnorm"};
-
-typedef struct cn_case {
-    int kind;
-    int rank;
-    int64_t dims[5];
-    int groups; /* GroupNorm */
-    frost_dtype dtype;
-    int scale, bias; /* 0 absent, 1 f32, 2 x's dtype */
-    int full_param;  /* scale and bias as [1, C, 1, ...] instead of [C] */
-    int zero_centered;
-    int inference;
-    int layout;
-    int stats;   /* training forward writes mean and inv_std */
-    int running; /* BatchNorm running statistics given */
-    double momentum, epsilon;
-    double offset; /* added to x, so there is a mean to remove */
-    int backward;  /* NO_BWD, BWD_FORMULA, BWD_FD */
-    int saved;     /* backward reads the forward's statistics */
-    int given_out; /* y and d_x are caller tensors with their own gapped layout */
-} cn_case;
 
 #define F32 FROST_F32
 #define F16 FROST_F16
@@ -97,18 +76,6 @@ static const cn_case table[] = {
 
 static frost_context *cpu;
 
-typedef struct run {
-    const cn_case *c;
-    int64_t N, C, S, G, sets;
-    tu_slot t[T_COUNT];
-    double *rm0, *rv0; /* running statistics before execute */
-} run;
-
-static double eps_of(const cn_case *c)
-{
-    return c->epsilon > 0 ? c->epsilon : 1e-5;
-}
-
 /* ---- layouts and tensors ---- */
 
 /* Dim order (outermost first) and strides of an x-shaped tensor in a layout. */
@@ -138,255 +105,6 @@ static frost_tensor add_channel(frost_graph *g, tu_rng *r, const char *name, fro
     if (tu_int(r, 0, 2) == 0)
         strides[full ? 1 : 0] = tu_int(r, 2, 3);
     return tu_add(g, name, dt, rank, dims, strides);
-}
-
-/* ---- element access by logical index ---- */
-
-static int64_t data_off(const tu_buf *b, int64_t n, int64_t ch, int64_t s)
-{
-    int64_t off = n * b->strides[0] + ch * b->strides[1];
-    for (int i = b->rank - 1; i >= 2; --i) {
-        off += (s % b->dims[i]) * b->strides[i];
-        s /= b->dims[i];
-    }
-    return off;
-}
-
-static double data_at(const run *R, int slot, int64_t n, int64_t ch, int64_t s)
-{
-    return tu_buf_get(&R->t[slot].buf, data_off(&R->t[slot].buf, n, ch, s));
-}
-
-static double chan_at(const run *R, int slot, int64_t ch)
-{
-    const tu_buf *b = &R->t[slot].buf;
-    return tu_buf_get(b, ch * b->strides[b->rank == 1 ? 0 : 1]);
-}
-
-/* Statistic k of a set: rank 2 [N, G or C] or rank 1 [C]. */
-static double stat_at(const run *R, int slot, int64_t k)
-{
-    const tu_buf *b = &R->t[slot].buf;
-    if (b->rank == 1)
-        return tu_buf_get(b, k * b->strides[0]);
-    return tu_buf_get(b, (k / b->dims[1]) * b->strides[0] + (k % b->dims[1]) * b->strides[1]);
-}
-
-/* The set an element of channel ch in sample n belongs to. */
-static int64_t set_of(const run *R, int64_t n, int64_t ch)
-{
-    switch (R->c->kind) {
-    case GN:
-        return n * R->G + ch / (R->C / R->G);
-    case IN:
-        return n * R->C + ch;
-    default:
-        return ch;
-    }
-}
-
-/* ---- the naive forward in fp64 on dense copies: x[(n*C + c)*S + s], w[c], b[c] ---- */
-
-/* mean, var and rstd of every set by one-pass moments; acc holds 3 x sets doubles. */
-static void naive_stats(const run *R, const double *x, double *acc)
-{
-    double *mean = acc, *var = acc + R->sets, *cnt = acc + 2 * R->sets;
-    memset(acc, 0, sizeof(double) * 3 * (size_t)R->sets);
-    for (int64_t n = 0; n < R->N; ++n)
-        for (int64_t ch = 0; ch < R->C; ++ch)
-            for (int64_t s = 0; s < R->S; ++s) {
-                double v = x[(n * R->C + ch) * R->S + s];
-                int64_t k = set_of(R, n, ch);
-                mean[k] += v, var[k] += v * v, cnt[k] += 1;
-            }
-    for (int64_t k = 0; k < R->sets; ++k) {
-        mean[k] /= cnt[k];
-        var[k] = var[k] / cnt[k] - mean[k] * mean[k];
-        var[k] = var[k] > 0 ? var[k] : 0;
-    }
-}
-
-/* L = Σ dy·y with the set's own statistics (the training forward). */
-static double naive_loss(const run *R, const double *x, const double *w, const double *b, const double *dy, double *acc)
-{
-    double l = 0;
-    naive_stats(R, x, acc);
-    for (int64_t n = 0; n < R->N; ++n)
-        for (int64_t ch = 0; ch < R->C; ++ch)
-            for (int64_t s = 0; s < R->S; ++s) {
-                int64_t i = (n * R->C + ch) * R->S + s, k = set_of(R, n, ch);
-                double y = (x[i] - acc[k]) / sqrt(acc[R->sets + k] + eps_of(R->c)) * w[ch] + b[ch];
-                l += dy[i] * y;
-            }
-    return l;
-}
-
-/* Dense fp64 copies of what the engine read. */
-typedef struct dense {
-    double *x, *dy, *w, *b, *acc, *got, *ref;
-} dense;
-
-static void load_dense(const run *R, dense *d)
-{
-    const cn_case *c = R->c;
-    for (int64_t n = 0; n < R->N; ++n)
-        for (int64_t ch = 0; ch < R->C; ++ch)
-            for (int64_t s = 0; s < R->S; ++s) {
-                int64_t i = (n * R->C + ch) * R->S + s;
-                d->x[i] = data_at(R, T_X, n, ch, s);
-                d->dy[i] = c->backward ? data_at(R, T_DY, n, ch, s) : 0.0;
-            }
-    for (int64_t ch = 0; ch < R->C; ++ch) {
-        double w = c->scale ? chan_at(R, T_SCALE, ch) : 0.0;
-        d->w[ch] = c->scale ? (c->zero_centered ? 1.0 + w : w) : 1.0;
-        d->b[ch] = c->bias ? chan_at(R, T_BIAS, ch) : 0.0;
-    }
-}
-
-static void check_forward(const run *R, dense *d)
-{
-    const cn_case *c = R->c;
-    const int64_t total = R->N * R->C * R->S, sets = R->sets;
-    const int use_running = c->kind == BN && c->inference;
-    double *mean = d->acc, *var = d->acc + sets, mag = 1e-300, xmag = 1e-300;
-    naive_stats(R, d->x, d->acc);
-    for (int64_t n = 0; n < R->N; ++n)
-        for (int64_t ch = 0; ch < R->C; ++ch)
-            for (int64_t s = 0; s < R->S; ++s) {
-                int64_t i = (n * R->C + ch) * R->S + s, k = set_of(R, n, ch);
-                double mu = use_running ? R->rm0[ch] : mean[k];
-                double rstd = 1.0 / sqrt((use_running ? R->rv0[ch] : var[k]) + eps_of(c));
-                d->ref[i] = (d->x[i] - mu) * rstd * d->w[ch] + d->b[ch];
-                d->got[i] = data_at(R, T_Y, n, ch, s);
-                mag = fmax(mag, fabs((d->x[i] - mu) * rstd * d->w[ch]) + fabs(d->b[ch]));
-                xmag = fmax(xmag, fabs(d->x[i]));
-            }
-    tu_expect_close("y", d->got, d->ref, total, 1e-12 * mag + tu_subnormal_floor(c->dtype), 2.5 * tu_eps(c->dtype));
-    for (int which = 0; which < 2; ++which) { /* saved mean, inv_std */
-        if (!R->t[which ? T_RSTD : T_MEAN].id)
-            continue;
-        for (int64_t k = 0; k < sets; ++k) {
-            d->got[k] = stat_at(R, which ? T_RSTD : T_MEAN, k);
-            d->ref[k] = which ? 1.0 / sqrt(var[k] + eps_of(c)) : mean[k];
-        }
-        tu_expect_close(tnames[which ? T_RSTD : T_MEAN], d->got, d->ref, sets, which ? 1e-30 : 1e-12 * xmag,
-                     2.5 * tu_eps(F32));
-    }
-    if (c->kind == BN && c->running && !c->inference) {
-        const double mom = c->momentum > 0 ? c->momentum : 0.1, m = (double)(R->N * R->S);
-        for (int which = 0; which < 2; ++which) {
-            double rmag = 1e-300;
-            for (int64_t ch = 0; ch < R->C; ++ch) {
-                double old = which ? R->rv0[ch] : R->rm0[ch], batch = which ? var[ch] * m / (m - 1) : mean[ch];
-                d->ref[ch] = (1 - mom) * old + mom * batch;
-                d->got[ch] = chan_at(R, which ? T_RVAR : T_RMEAN, ch);
-                rmag = fmax(rmag, fabs((1 - mom) * old) + fabs(mom * batch));
-            }
-            tu_expect_close(tnames[which ? T_RVAR : T_RMEAN], d->got, d->ref, R->C, 2.5 * tu_eps(F32) * rmag,
-                         2.5 * tu_eps(F32));
-        }
-    } else if (c->kind == BN && c->running) { /* read, not updated: bit-identical */
-        for (int64_t ch = 0; ch < R->C; ++ch)
-            if (chan_at(R, T_RMEAN, ch) != R->rm0[ch] || chan_at(R, T_RVAR, ch) != R->rv0[ch])
-                tu_failf("running statistics of channel %lld changed although no update was asked", (long long)ch);
-    }
-}
-
-/* Forgives each |got - ref| its slack (an error bound known to be outside the engine's
- * control); NaN stays NaN. */
-static void take_slack(double *got, const double *ref, const double *slack, int64_t n)
-{
-    for (int64_t i = 0; i < n; ++i) {
-        double diff = got[i] - ref[i];
-        got[i] = fabs(diff) <= slack[i] ? ref[i] : got[i] - copysign(slack[i], diff);
-    }
-}
-
-/* Backward: closed form evaluated here, or finite differences of the naive forward.  With
- * saved statistics the engine works from f32-rounded mean / inv_std, which moves the exact
- * gradient by up to `slack`; finite differences see the exact one, so they forgive that. */
-static void check_backward(const run *R, dense *d)
-{
-    const cn_case *c = R->c;
-    const int64_t total = R->N * R->C * R->S, sets = R->sets, C = R->C;
-    const int fd = c->backward == BWD_FD;
-    const int saved_mean = c->saved == 1 || c->saved == 2, saved_rstd = c->saved == 1 || c->saved == 3;
-    double *sums = calloc((size_t)(6 * sets + 6 * C + total + 2), sizeof(double));
-    double *mu = sums + 2 * sets, *rs = mu + sets, *cnt = rs + sets, *absg = cnt + sets, *pgot = absg + sets;
-    double *pref = pgot + 2 * C, *pslack = pref + 2 * C, *slack = pslack + 2 * C;
-    double mag = 1e-300, pmag = 1e-300, patol, prtol = 2.5 * tu_eps(F32), u2 = 2 * tu_eps(F32);
-    naive_stats(R, d->x, d->acc);
-    for (int64_t k = 0; k < sets; ++k) {
-        mu[k] = saved_mean ? stat_at(R, T_MEAN, k) : d->acc[k];
-        rs[k] = saved_rstd ? stat_at(R, T_RSTD, k) : 1.0 / sqrt(d->acc[sets + k] + eps_of(c));
-        cnt[k] = d->acc[2 * sets + k];
-    }
-    for (int pass = 0; pass < 2; ++pass) /* 0: set sums and parameter gradients, 1: dx */
-        for (int64_t n = 0; n < R->N; ++n)
-            for (int64_t ch = 0; ch < C; ++ch)
-                for (int64_t s = 0; s < R->S; ++s) {
-                    int64_t i = (n * C + ch) * R->S + s, k = set_of(R, n, ch);
-                    double xh = (d->x[i] - mu[k]) * rs[k], g = d->dy[i] * d->w[ch];
-                    if (pass == 0) {
-                        sums[k] += g, sums[sets + k] += g * xh, absg[k] += fabs(g);
-                        pref[ch] += d->dy[i] * xh, pref[C + ch] += d->dy[i];
-                        pslack[ch] += fabs(d->dy[i]) * u2 * (saved_mean * rs[k] * fabs(mu[k]) + saved_rstd * fabs(xh));
-                        pmag = fmax(pmag, (fabs(d->dy[i] * xh) + fabs(d->dy[i])) * (double)(R->N * R->S));
-                        continue;
-                    }
-                    double mg = sums[k] / cnt[k], mgx = sums[sets + k] / cnt[k];
-                    d->ref[i] = rs[k] * (g - mg - xh * mgx);
-                    d->got[i] = data_at(R, T_DX, n, ch, s);
-                    mag = fmax(mag, rs[k] * (fabs(g) + fabs(mg) + fabs(xh * mgx)));
-                    /* how far the f32 rounding of saved statistics moves the exact gradient */
-                    slack[i] =
-                        saved_mean * u2 * fabs(mu[k]) * rs[k] * rs[k] * (fabs(mgx) + fabs(xh) * absg[k] / cnt[k]) +
-                        saved_rstd * 2 * u2 * rs[k] * (fabs(g) + fabs(mg) + fabs(xh * mgx));
-                }
-    patol = 1e-12 * pmag + 1e-30;
-    if (fd) {
-        const double h = 1e-6;
-        double m = 0, pm = 0;
-        for (int64_t i = 0; i < total; ++i) { /* dL/dx */
-            const double x0 = d->x[i];
-            d->x[i] = x0 + h;
-            double lp = naive_loss(R, d->x, d->w, d->b, d->dy, d->acc);
-            d->x[i] = x0 - h;
-            double lm = naive_loss(R, d->x, d->w, d->b, d->dy, d->acc);
-            d->x[i] = x0;
-            d->ref[i] = (lp - lm) / (2 * h);
-            m = fmax(m, fabs(d->ref[i]));
-        }
-        for (int p = 0; p < 2; ++p) /* dL/dw_eff and dL/db */
-            for (int64_t ch = 0; ch < C; ++ch) {
-                double *param = p == 0 ? &d->w[ch] : &d->b[ch], p0 = *param;
-                *param = p0 + h;
-                double lp = naive_loss(R, d->x, d->w, d->b, d->dy, d->acc);
-                *param = p0 - h;
-                double lm = naive_loss(R, d->x, d->w, d->b, d->dy, d->acc);
-                *param = p0;
-                pref[p * C + ch] = (lp - lm) / (2 * h);
-                pm = fmax(pm, fabs(pref[p * C + ch]));
-            }
-        take_slack(d->got, d->ref, slack, total);
-        tu_expect_close("d_x (vs finite differences)", d->got, d->ref, total, 2e-5 * fmax(1, m), 1e-4);
-        patol = 2e-5 * fmax(1, pm);
-        prtol = 1e-4;
-    } else {
-        tu_expect_close("d_x", d->got, d->ref, total, 1e-12 * mag + tu_subnormal_floor(c->dtype),
-                        2.5 * tu_eps(c->dtype));
-    }
-    for (int64_t ch = 0; ch < C; ++ch) {
-        pgot[ch] = R->t[T_DSCALE].id ? chan_at(R, T_DSCALE, ch) : 0;
-        pgot[C + ch] = R->t[T_DBIAS].id ? chan_at(R, T_DBIAS, ch) : 0;
-    }
-    if (fd)
-        take_slack(pgot, pref, pslack, C);
-    if (R->t[T_DSCALE].id)
-        tu_expect_close(fd ? "d_scale (vs finite differences)" : "d_scale", pgot, pref, C, patol, prtol);
-    if (R->t[T_DBIAS].id)
-        tu_expect_close(fd ? "d_bias (vs finite differences)" : "d_bias", pgot + C, pref + C, C, patol, prtol);
-    free(sums);
 }
 
 /* ---- building the case ---- */
@@ -591,18 +309,18 @@ static void run_case(int index, const cn_case *c, uint64_t seed)
         tu_buf_fill_uniform(&R.t[T_RMEAN].buf, &rng, -1.0, 1.0);
         tu_buf_fill_uniform(&R.t[T_RVAR].buf, &rng, 0.5, 2.0);
         for (int64_t ch = 0; ch < R.C; ++ch)
-            R.rm0[ch] = chan_at(&R, T_RMEAN, ch), R.rv0[ch] = chan_at(&R, T_RVAR, ch);
+            R.rm0[ch] = chan_norm_ref_chan_at(&R, T_RMEAN, ch), R.rv0[ch] = chan_norm_ref_chan_at(&R, T_RVAR, ch);
     }
     execute_fresh(&R, g, bind, nb, ws);
-    tu_slots_guard_check(R.t, T_COUNT, tnames);
+    tu_slots_guard_check(R.t, T_COUNT, chan_norm_ref_slot_names);
     const int64_t total = R.N * R.C * R.S, most = total + R.sets + R.C + 1;
     d.x = malloc(sizeof(double) * (size_t)(2 * total + 2 * R.C + 3 * R.sets + 2 * most + 1));
     d.dy = d.x + total, d.w = d.dy + total, d.b = d.w + R.C, d.acc = d.b + R.C, d.got = d.acc + 3 * R.sets;
     d.ref = d.got + most;
-    load_dense(&R, &d);
-    check_forward(&R, &d);
+    chan_norm_ref_load_dense(&R, &d);
+    chan_norm_ref_check_forward(&R, &d);
     if (c->backward)
-        check_backward(&R, &d);
+        chan_norm_ref_check_backward(&R, &d);
     /* a second execute from the same state must reproduce every written byte */
     for (int s = 0; s < T_COUNT; ++s)
         if (R.t[s].id && (first[s] = malloc(tu_alloc_bytes(&R.t[s].buf))) != NULL)
@@ -610,7 +328,7 @@ static void run_case(int index, const cn_case *c, uint64_t seed)
     execute_fresh(&R, g, bind, nb, ws);
     for (int s = 0; s < T_COUNT; ++s)
         if (first[s] && memcmp(first[s], R.t[s].buf.alloc, tu_alloc_bytes(&R.t[s].buf)) != 0)
-            tu_failf("%s: a second execute from the same inputs gave different bits", tnames[s]);
+            tu_failf("%s: a second execute from the same inputs gave different bits", chan_norm_ref_slot_names[s]);
 out:
     free(d.x);
     free(ws);
