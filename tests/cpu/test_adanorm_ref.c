@@ -188,6 +188,19 @@ static double row_loss(const row_data *d, int64_t n, double eps)
     return l;
 }
 
+/* row_loss of one row's copies, as tu_central_diff wants it. */
+typedef struct row_loss_ctx {
+    const row_data *d;
+    int64_t n;
+    double eps;
+} row_loss_ctx;
+
+static double row_loss_of(void *ctx)
+{
+    const row_loss_ctx *rl = ctx;
+    return row_loss(rl->d, rl->n, rl->eps);
+}
+
 static void check_forward(const run *R, row_data *d)
 {
     const ada_case *c = R->c;
@@ -270,15 +283,9 @@ static void check_backward(const run *R, row_data *d)
             mag = fmax(mag, rstd * (fabs(g) + fabs(sg / (double)C) + fabs(xh * sgx / (double)C)));
             got[r * C + j] = at(R, T_DX, r * C + j);
         }
-        for (int64_t j = 0; fd && j < C; ++j) { /* dL/dx by central differences, this row only */
-            const double h = 1e-6, x0 = d->x[j];
-            d->x[j] = x0 + h;
-            double lp = row_loss(d, C, eps_of(c));
-            d->x[j] = x0 - h;
-            double lm = row_loss(d, C, eps_of(c));
-            d->x[j] = x0;
-            ref[r * C + j] = (lp - lm) / (2 * h);
-        }
+        row_loss_ctx rl = {d, C, eps_of(c)};
+        for (int64_t j = 0; fd && j < C; ++j) /* dL/dx by central differences, this row only */
+            ref[r * C + j] = tu_central_diff(&d->x[j], 1e-6, row_loss_of, &rl);
     }
     double patol = 1e-12 * pmag + 1e-30, prtol = 2.5 * tu_eps(F32);
     if (fd) {
