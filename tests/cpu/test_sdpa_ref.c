@@ -1,7 +1,9 @@
 /*
  * test_sdpa_ref.c — the reference engine's attention against formulas written here.
+ * This file holds the cases, builds and runs their graphs; the naive formulas are in
+ * sdpa_ref_naive.c, the checks in sdpa_ref_checks.c, what they share in sdpa_ref.h.
  *
- * Forward: each case is recomputed by a naive fp64 implementation in this file that
+ * Forward: each case is recomputed by a naive fp64 implementation (sdpa_ref_naive.c) that
  * gathers the inputs into dense [b, h, s, d] arrays, forms the full score matrix of each
  * (batch, head) block, masks it by "distance from the diagonal", takes a row softmax with
  * the sink as an extra column and multiplies by V.  It shares no code with sdpa_ref.c.
@@ -27,25 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "test_util.h"
-
-enum { LAYOUT_BHSD, LAYOUT_BSHD, LAYOUT_RANDOM };
-enum { BIAS_NONE, BIAS_FULL, BIAS_1H, BIAS_B1, BIAS_11 }; /* bias dims [b|1, h|1, s_q, s_kv] */
-enum { RAG_Q = 1, RAG_KV = 2 };                           /* packed THD operands */
-enum { PAD_Q = 1, PAD_KV = 2 };                           /* seq_len tensors */
-enum { MAXB = 4 };
-
-typedef struct sdpa_case {
-    const char *name;
-    int b, h_q, h_kv, s_q, s_kv, d_qk, d_v;
-    frost_dtype dtype;
-    double scale;
-    uint32_t mask;
-    int left, right, align;
-    int layout, ragged, pad, zero_len;
-    int bias, bias_io, bias_inf, sink, stats; /* bias_inf: -inf entries, row 0 all -inf */
-    int backward, user_out;
-} sdpa_case;
+#include "sdpa_ref.h"
 
 #define SHAPE(B, HQ, HKV, SQ, SKV, DQK, DV) .b = B, .h_q = HQ, .h_kv = HKV, .s_q = SQ, .s_kv = SKV, .d_qk = DQK, .d_v = DV
 #define F32 FROST_F32
@@ -120,26 +104,6 @@ static const sdpa_case table[] = {
 /* ---------------------------------------------------------------------------------- */
 /* Tensors of a case                                                                     */
 /* ---------------------------------------------------------------------------------- */
-
-/* One 4-D operand [b, h, s, d]; a ragged one lives in a [tokens, h, d] buffer. */
-typedef struct tt {
-    tu_buf buf;
-    frost_tensor id;
-    int64_t dims[4], st[4];
-    const int64_t *offs; /* ragged token offsets (b + 1), or NULL */
-    int64_t tokens;
-} tt;
-
-static int64_t tt_at(const tt *t, int64_t b, int64_t h, int64_t i, int64_t d)
-{
-    int64_t base = t->offs ? t->offs[b] * t->st[2] : b * t->st[0];
-    return base + h * t->st[1] + i * t->st[2] + d * t->st[3];
-}
-
-static int64_t tt_rows(const tt *t, int64_t b)
-{
-    return t->offs ? t->offs[b + 1] - t->offs[b] : t->dims[2];
-}
 
 static void random_order(tu_rng *r, int n, int *order)
 {
@@ -216,152 +180,9 @@ static void tt_adopt(tt *t, const frost_graph *g, frost_tensor id, const int64_t
     }
 }
 
-/* Dense fp64 copy [b][h][s][d]; rows the batch does not own are 0. */
-static double *tt_gather(const tt *t)
-{
-    int64_t n = t->dims[0] * t->dims[1] * t->dims[2] * t->dims[3];
-    double *x = calloc((size_t)(n ? n : 1), sizeof *x);
-    for (int64_t b = 0; b < t->dims[0]; b++)
-        for (int64_t h = 0; h < t->dims[1]; h++)
-            for (int64_t i = 0; i < tt_rows(t, b); i++)
-                for (int64_t d = 0; d < t->dims[3]; d++)
-                    x[((b * t->dims[1] + h) * t->dims[2] + i) * t->dims[3] + d] = tu_buf_get(&t->buf, tt_at(t, b, h, i, d));
-    return x;
-}
-
-/* ---------------------------------------------------------------------------------- */
-/* The naive forward                                                                     */
-/* ---------------------------------------------------------------------------------- */
-
-typedef struct naive {
-    const sdpa_case *c;
-    double scale;
-    const int64_t *len_q, *len_kv;
-    double *q, *k, *v, *bias, *sink; /* dense; bias [bias_b][bias_h][s_q][s_kv] */
-    const double *lse_weight;        /* [b][h_q][s_q] or NULL: the loss subtracts w * lse */
-    int64_t bias_b, bias_h;
-    double *s; /* scratch [s_q][s_kv] */
-} naive;
-
-/* Key j is visible from row i when its distance right of row i's diagonal is within the
- * bounds; the diagonal of bottom-right alignment is shifted by len_kv - len_q. */
-static int visible(const sdpa_case *c, int64_t lq, int64_t lk, int64_t i, int64_t j)
-{
-    int64_t shift = c->align == FROST_DIAG_BOTTOM_RIGHT ? lk - lq : 0;
-    int64_t right_of_diag = j - (i + shift);
-    if (i >= lq || j >= lk)
-        return 0;
-    if ((c->mask & FROST_MASK_RIGHT_BOUND) && right_of_diag > c->right)
-        return 0;
-    if ((c->mask & FROST_MASK_LEFT_BOUND) && -right_of_diag >= c->left)
-        return 0;
-    return 1;
-}
-
-/* One (b, h) block: o [s_q][d_v] and lse [s_q] (-inf and 0 on rows beyond len_q).
- * Returns sum(d_o * o) - sum(w * lse) over the block when d_o is given (w = lse_weight,
- * rows with lse = -inf left out). */
-static double naive_block(const naive *nv, int64_t b, int64_t h, double *o, double *lse, const double *d_o)
-{
-    const sdpa_case *c = nv->c;
-    int64_t sq = c->s_q, skv = c->s_kv, hk = h / (c->h_q / c->h_kv);
-    const double *qb = nv->q + (b * c->h_q + h) * sq * c->d_qk;
-    const double *kb = nv->k + (b * c->h_kv + hk) * skv * c->d_qk;
-    const double *vb = nv->v + (b * c->h_kv + hk) * skv * c->d_v;
-    const double *bb = nv->bias ? nv->bias + ((nv->bias_b > 1 ? b : 0) * nv->bias_h + (nv->bias_h > 1 ? h : 0)) * sq * skv
-                                : NULL;
-    int64_t lq = nv->len_q[b], lk = nv->len_kv[b];
-    for (int64_t i = 0; i < sq; i++)
-        for (int64_t j = 0; j < skv; j++) {
-            double acc = 0;
-            for (int64_t d = 0; d < c->d_qk; d++)
-                acc += qb[i * c->d_qk + d] * kb[j * c->d_qk + d];
-            nv->s[i * skv + j] = visible(c, lq, lk, i, j) ? nv->scale * acc + (bb ? bb[i * skv + j] : 0) : -INFINITY;
-        }
-    double loss = 0;
-    for (int64_t i = 0; i < sq; i++) {
-        double *row = nv->s + i * skv;
-        double top = nv->sink ? nv->sink[h] : -INFINITY;
-        for (int64_t j = 0; j < skv; j++)
-            top = fmax(top, row[j]);
-        double denom = 0;
-        if (i < lq && top > -INFINITY) {
-            denom = nv->sink ? exp(nv->sink[h] - top) : 0;
-            for (int64_t j = 0; j < skv; j++) {
-                row[j] = exp(row[j] - top); /* exp(-inf) = 0 */
-                denom += row[j];
-            }
-        }
-        lse[i] = denom > 0 ? top + log(denom) : -INFINITY;
-        if (d_o && nv->lse_weight && denom > 0)
-            loss -= nv->lse_weight[(b * c->h_q + h) * sq + i] * lse[i];
-        for (int64_t e = 0; e < c->d_v; e++) {
-            double acc = 0;
-            if (denom > 0)
-                for (int64_t j = 0; j < skv; j++)
-                    acc += row[j] / denom * vb[j * c->d_v + e];
-            o[i * c->d_v + e] = acc;
-            if (d_o)
-                loss += d_o[((b * c->h_q + h) * sq + i) * c->d_v + e] * acc;
-        }
-    }
-    return loss;
-}
-
-static void naive_forward(const naive *nv, double *o, double *lse)
-{
-    const sdpa_case *c = nv->c;
-    for (int64_t b = 0; b < c->b; b++)
-        for (int64_t h = 0; h < c->h_q; h++)
-            naive_block(nv, b, h, o + (b * c->h_q + h) * c->s_q * c->d_v, lse + (b * c->h_q + h) * c->s_q, NULL);
-}
-
-/* Loss over the blocks with b in [b0, b1) and h in [h0, h1). */
-static double naive_loss(const naive *nv, const double *d_o, int64_t b0, int64_t b1, int64_t h0, int64_t h1,
-                         double *o_tmp, double *lse_tmp)
-{
-    double loss = 0;
-    for (int64_t b = b0; b < b1; b++)
-        for (int64_t h = h0; h < h1; h++)
-            loss += naive_block(nv, b, h, o_tmp, lse_tmp, d_o);
-    return loss;
-}
-
-/* Central difference of the loss in x[idx], touching blocks [b0,b1) x [h0,h1). */
-static double fd(const naive *nv, const double *d_o, double *x, int64_t idx, int64_t b0, int64_t b1, int64_t h0,
-                 int64_t h1, double *o_tmp, double *lse_tmp)
-{
-    const double step = 1e-5;
-    double keep = x[idx];
-    x[idx] = keep + step;
-    double up = naive_loss(nv, d_o, b0, b1, h0, h1, o_tmp, lse_tmp);
-    x[idx] = keep - step;
-    double down = naive_loss(nv, d_o, b0, b1, h0, h1, o_tmp, lse_tmp);
-    x[idx] = keep;
-    return (up - down) / (2 * step);
-}
-
 /* ---------------------------------------------------------------------------------- */
 /* One case                                                                              */
 /* ---------------------------------------------------------------------------------- */
-
-typedef struct run {
-    const sdpa_case *c;
-    tu_rng rng;
-    frost_graph *g;
-    int64_t slice_q[MAXB], slice_kv[MAXB], len_q[MAXB], len_kv[MAXB];
-    int64_t offs_q[MAXB + 1], offs_kv[MAXB + 1], tokens_q, tokens_kv;
-    frost_dtype offs_dtype;
-    int64_t offs_mem[2][MAXB + 1]; /* as i32 or i64, bound at execute */
-    int32_t seq_mem[2][MAXB];
-    frost_tensor offs_id[2], seq_id[2];
-    tt q, k, v, o, d_o, dq, dk, dv;
-    tu_buf bias, sink, stats, dbias, dsink;
-    frost_tensor bias_id, sink_id, stats_id, dbias_id, dsink_id;
-    int64_t bias_dims[4];
-    frost_binding bind[24];
-    int nb;
-} run;
 
 static void make_lengths(run *r)
 {
@@ -531,209 +352,8 @@ static void build_graph(run *r, frost_context *ctx)
 }
 
 /* ---------------------------------------------------------------------------------- */
-/* Checks                                                                                */
-/* ---------------------------------------------------------------------------------- */
-
-static double max_abs(const double *x, int64_t n)
-{
-    double m = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (isfinite(x[i]))
-            m = fmax(m, fabs(x[i]));
-    return m;
-}
-
-static void report(const char *what, const double *got, const double *ref, int64_t n, double atol, double rtol)
-{
-    tu_cmp cmp = tu_compare(got, ref, n, atol, rtol);
-    if (cmp.bad) {
-        tu_cmp_print(what, &cmp);
-        tu_failf("%s: %lld of %lld elements outside atol %.3g rtol %.3g", what, (long long)cmp.bad,
-                 (long long)cmp.count, atol, rtol);
-    }
-}
-
-/* Compares every row an operand owns with the dense reference, and checks that tokens
- * of a ragged buffer outside all batches and the guards are untouched. */
-static void check_tt(const tt *t, const double *ref, const char *what, double atol, double rtol)
-{
-    int64_t H = t->dims[1], S = t->dims[2], D = t->dims[3], n = 0;
-    double *got = malloc(sizeof(double) * (size_t)(t->dims[0] * H * S * D + 1));
-    double *want = malloc(sizeof(double) * (size_t)(t->dims[0] * H * S * D + 1));
-    for (int64_t b = 0; b < t->dims[0]; b++)
-        for (int64_t h = 0; h < H; h++)
-            for (int64_t i = 0; i < tt_rows(t, b); i++)
-                for (int64_t d = 0; d < D; d++, n++) {
-                    got[n] = tu_buf_get(&t->buf, tt_at(t, b, h, i, d));
-                    want[n] = ref[((b * H + h) * S + i) * D + d];
-                }
-    report(what, got, want, n, atol, rtol);
-    free(got);
-    free(want);
-    if (t->offs) {
-        int64_t written = 0;
-        for (int64_t tok = 0; tok < t->tokens; tok++) {
-            if (tok >= t->offs[0] && tok < t->offs[t->dims[0]])
-                continue;
-            for (int64_t h = 0; h < H; h++)
-                for (int64_t d = 0; d < D; d++)
-                    written += !isnan(tu_buf_get(&t->buf, tok * t->st[2] + h * t->st[1] + d * t->st[3]));
-        }
-        if (written)
-            tu_failf("%s: %lld element(s) of tokens outside every batch were written", what, (long long)written);
-    }
-    tu_guard_check(&t->buf, what);
-}
-
-/* The dense reference of a strided small tensor ([b|1, h|1, s_q, s_kv] or sink). */
-static void check_small(const tu_buf *b, const double *ref, const char *what, double atol, double rtol)
-{
-    int64_t n = 1, idx[4] = {0};
-    for (int k = 0; k < b->rank; k++)
-        n *= b->dims[k];
-    double *got = malloc(sizeof(double) * (size_t)n);
-    for (int64_t e = 0; e < n; e++) {
-        int64_t rest = e, off = 0;
-        for (int k = b->rank - 1; k >= 0; k--) {
-            idx[k] = rest % b->dims[k];
-            rest /= b->dims[k];
-            off += idx[k] * b->strides[k];
-        }
-        got[e] = tu_buf_get(b, off);
-    }
-    report(what, got, ref, n, atol, rtol);
-    free(got);
-    tu_guard_check(b, what);
-}
-
-/* An output frost created follows its input's dim order. */
-static void check_dim_order(const tt *like, const tt *out, const char *what)
-{
-    if (like->offs)
-        return;
-    for (int a = 0; a < 4; a++)
-        for (int c = 0; c < 4; c++)
-            if (out->dims[a] > 1 && out->dims[c] > 1 && like->st[a] > like->st[c] && !(out->st[a] > out->st[c]))
-                tu_failf("%s: dim %d should be outside dim %d like the input's", what, a, c);
-}
-
-/* Extra tolerance for the gradient noise of the f32 LSE: each row's terms are off by a
- * factor exp(lse - lse_f32), i.e. relatively by about |lse| * 2^-24. */
-static double grad_atol(const double *ref, int64_t n, double max_lse)
-{
-    return 1e-9 + 4 * ldexp(1.0, -24) * (1 + max_lse) * (1 + max_abs(ref, n));
-}
-
-static void check_backward(run *r, naive *nv, const double *o_ref)
-{
-    const sdpa_case *c = r->c;
-    int64_t G = c->h_q / c->h_kv, nq = c->b * c->h_q * c->s_q;
-    double *d_o = tt_gather(&r->d_o), *o_got = tt_gather(&r->o), *w = calloc((size_t)nq, sizeof(double));
-    double *o_tmp = malloc(sizeof(double) * (size_t)(c->s_q * c->d_v)), *lse_tmp = malloc(sizeof(double) * (size_t)c->s_q);
-    double max_lse = 0;
-    for (int64_t row = 0; row < nq; row++)
-        for (int64_t e = 0; e < c->d_v; e++)
-            w[row] += d_o[row * c->d_v + e] * (o_got[row * c->d_v + e] - o_ref[row * c->d_v + e]);
-    nv->lse_weight = w;
-    /* gradients of Q, K, V by finite differences of the loss, block by block */
-    struct { tt *t; double *x; int64_t H, S, D; int kv; const char *name; } ops[3] = {
-        {&r->dq, nv->q, c->h_q, c->s_q, c->d_qk, 0, "dQ"},
-        {&r->dk, nv->k, c->h_kv, c->s_kv, c->d_qk, 1, "dK"},
-        {&r->dv, nv->v, c->h_kv, c->s_kv, c->d_v, 1, "dV"},
-    };
-    for (int64_t b = 0; b < c->b; b++)
-        for (int64_t h = 0; h < c->h_q; h++)
-            for (int64_t i = 0; i < c->s_q; i++) {
-                const int64_t *st = r->stats.strides;
-                double lse = tu_buf_get(&r->stats, b * st[0] + h * st[1] + i * st[2]);
-                if (isfinite(lse))
-                    max_lse = fmax(max_lse, fabs(lse));
-            }
-    for (int k = 0; k < 3; k++) {
-        int64_t n = c->b * ops[k].H * ops[k].S * ops[k].D;
-        double *ref = calloc((size_t)(n ? n : 1), sizeof(double));
-        for (int64_t b = 0; b < c->b; b++)
-            for (int64_t h = 0; h < ops[k].H; h++)
-                for (int64_t i = 0; i < (ops[k].kv ? r->len_kv[b] : r->len_q[b]); i++)
-                    for (int64_t d = 0; d < ops[k].D; d++) {
-                        int64_t idx = ((b * ops[k].H + h) * ops[k].S + i) * ops[k].D + d;
-                        int64_t h0 = ops[k].kv ? h * G : h, h1 = ops[k].kv ? (h + 1) * G : h + 1;
-                        ref[idx] = fd(nv, d_o, ops[k].x, idx, b, b + 1, h0, h1, o_tmp, lse_tmp);
-                    }
-        check_tt(ops[k].t, ref, ops[k].name, grad_atol(ref, n, max_lse), 1.5 * tu_eps(c->dtype));
-        free(ref);
-    }
-    if (c->bias) {
-        int64_t n = r->bias_dims[0] * r->bias_dims[1] * c->s_q * c->s_kv;
-        double *ref = calloc((size_t)n, sizeof(double));
-        for (int64_t e = 0; e < n; e++) {
-            int64_t bb = e / (r->bias_dims[1] * c->s_q * c->s_kv), hh = e / (c->s_q * c->s_kv) % r->bias_dims[1];
-            int64_t b0 = r->bias_dims[0] > 1 ? bb : 0, b1 = r->bias_dims[0] > 1 ? bb + 1 : c->b;
-            int64_t h0 = r->bias_dims[1] > 1 ? hh : 0, h1 = r->bias_dims[1] > 1 ? hh + 1 : c->h_q;
-            ref[e] = fd(nv, d_o, nv->bias, e, b0, b1, h0, h1, o_tmp, lse_tmp);
-        }
-        check_small(&r->dbias, ref, "d_bias", grad_atol(ref, n, max_lse), 1.5 * tu_eps(FROST_F32));
-        free(ref);
-    }
-    if (c->sink) {
-        double *ref = calloc((size_t)c->h_q, sizeof(double));
-        for (int64_t h = 0; h < c->h_q; h++)
-            ref[h] = fd(nv, d_o, nv->sink, h, 0, c->b, h, h + 1, o_tmp, lse_tmp);
-        check_small(&r->dsink, ref, "d_sink", grad_atol(ref, c->h_q, max_lse), 1.5 * tu_eps(FROST_F32));
-        free(ref);
-    }
-    free(d_o), free(o_got), free(w), free(o_tmp), free(lse_tmp);
-}
-
-/* ---------------------------------------------------------------------------------- */
 /* Driver                                                                                */
 /* ---------------------------------------------------------------------------------- */
-
-/* Dense copy of a small strided tensor (all of its elements, row-major). */
-static double *small_gather(const tu_buf *b)
-{
-    int64_t n = 1;
-    for (int k = 0; k < b->rank; k++)
-        n *= b->dims[k];
-    double *x = malloc(sizeof(double) * (size_t)n);
-    for (int64_t e = 0; e < n; e++) {
-        int64_t rest = e, off = 0;
-        for (int k = b->rank - 1; k >= 0; k--) {
-            off += rest % b->dims[k] * b->strides[k];
-            rest /= b->dims[k];
-        }
-        x[e] = tu_buf_get(b, off);
-    }
-    return x;
-}
-
-static tu_buf *outputs(run *r, int i)
-{
-    tu_buf *list[] = {&r->o.buf, &r->stats, &r->dq.buf, &r->dk.buf, &r->dv.buf, &r->dbias, &r->dsink};
-    return i < 7 ? list[i] : NULL;
-}
-
-/* Runs the graph again on poisoned outputs; everything must come out bit for bit. */
-static void check_repeatable(run *r, void *ws)
-{
-    void *copy[7] = {0};
-    size_t size[7] = {0};
-    for (int i = 0; i < 7; i++) {
-        tu_buf *b = outputs(r, i);
-        if (!b->alloc)
-            continue;
-        size[i] = (size_t)(b->span + 2 * b->guard) * b->elem_size;
-        copy[i] = malloc(size[i]);
-        memcpy(copy[i], b->alloc, size[i]);
-        tu_buf_poison(b);
-    }
-    TU_OK(frost_graph_execute(r->g, r->bind, r->nb, ws, NULL));
-    for (int i = 0; i < 7; i++) {
-        if (copy[i] && memcmp(copy[i], outputs(r, i)->alloc, size[i]) != 0)
-            tu_failf("output %d differs between two executions", i);
-        free(copy[i]);
-    }
-}
 
 static void bind_all(run *r)
 {
@@ -806,31 +426,8 @@ static void run_case(const sdpa_case *c, uint64_t seed, int index, frost_context
     void *ws = ws_size ? malloc(ws_size) : NULL;
     TU_OK(frost_graph_execute(r.g, r.bind, r.nb, ws, NULL));
 
-    naive nv = {.c = c, .scale = c->scale != 0 ? c->scale : 1.0 / sqrt((double)c->d_qk), .len_q = r.len_q,
-                .len_kv = r.len_kv, .q = tt_gather(&r.q), .k = tt_gather(&r.k), .v = tt_gather(&r.v),
-                .bias = c->bias ? small_gather(&r.bias) : NULL, .sink = c->sink ? small_gather(&r.sink) : NULL,
-                .bias_b = r.bias_dims[0], .bias_h = r.bias_dims[1]};
-    nv.s = malloc(sizeof(double) * (size_t)(c->s_q * c->s_kv));
-    int64_t nq = (int64_t)c->b * c->h_q * c->s_q;
-    double *o_ref = malloc(sizeof(double) * (size_t)(nq * c->d_v)), *lse_ref = malloc(sizeof(double) * (size_t)nq);
-    naive_forward(&nv, o_ref, lse_ref);
-    double f16_tiny = c->dtype == FROST_F16 ? ldexp(1.0, -25) : 0;
-    check_tt(&r.o, o_ref, "O", 1e-12 + f16_tiny, 1.5 * tu_eps(c->dtype));
-    if (c->stats)
-        check_small(&r.stats, lse_ref, "stats", 1e-12, ldexp(1.0, -23));
-    if (!c->user_out)
-        check_dim_order(&r.q, &r.o, "O (auto)");
-    if (c->backward) {
-        if (!c->user_out) {
-            check_dim_order(&r.q, &r.dq, "dQ (auto)");
-            check_dim_order(&r.k, &r.dk, "dK (auto)");
-            check_dim_order(&r.v, &r.dv, "dV (auto)");
-        }
-        check_backward(&r, &nv, o_ref);
-        check_repeatable(&r, ws);
-    }
-    free(nv.q), free(nv.k), free(nv.v), free(nv.bias), free(nv.sink), free(nv.s);
-    free(o_ref), free(lse_ref), free(ws);
+    sdpa_ref_check_run(&r, ws);
+    free(ws);
     free_run(&r);
 }
 
