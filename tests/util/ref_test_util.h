@@ -4,6 +4,7 @@
  * test_util.h: declaring tensors, tensor slots with guarded buffers (allocate, bind,
  * guard-check, free), the bit-for-bit second-execute check, comparison with the failure
  * message, validation-walk expectations, central finite differences and the case loop.
+ * test_sdpa_ref uses the comparison, the flat offsets and the finite differences.
  *
  * Layout legend: a "flat" index runs row-major over a tensor's logical dims.
  */
