@@ -22,71 +22,22 @@
  * Backward cases get synthetic saved statistics (attention LSE = log(#keys) + 1/18, the
  * value for uniform [-1, 1) inputs; norm inv_std ~ sqrt(3), mean ~ 0), so they run without
  * the forward and without overflow.  The norm graphs are in bench/graphs_norm.h, the
- * channel-norm and AdaLayerNorm cases in bench/cases_norm.h.
+ * channel-norm and AdaLayerNorm cases in bench/cases_norm.h; the data pools, memory and
+ * timed runs in tools/bench_run.c (shared types in tools/bench.h).
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/internal.h"
 #include "frost/frost.h"
 #include "runtime/runtime.h"
 #include "../bench/cases.h" /* the case lists, work counts and JSON case keys */
+#include "bench.h"
 
 #define PEAK_TFLOPS 790.0 /* bf16 GEMM measured on the H200, shared/PERF.md (2026-12-02) */
 #define PEAK_GBPS 4184.0  /* device-to-device copy measured there */
-#define POOL_ELEMS ((size_t)1 << 24)
-#define MAX_T 16
-#define MAX_SETS 256
-
-typedef struct bopts {
-    int runs, warmup, sets, device, list, explain, cpu, exact;
-    uint64_t seed;
-} bopts;
-
-/* How a bound tensor is filled: random pool data, synthetic statistics, or not at all. */
-enum { R_RANDOM, R_OUTPUT, R_LSE, R_MEAN, R_INVSTD };
-
-typedef struct bgraph {
-    frost_graph *g;
-    int nt;
-    frost_tensor id[MAX_T];
-    int role[MAX_T];
-    frost_dtype dt[MAX_T];
-    int64_t span[MAX_T];
-} bgraph;
-
-static uint64_t rng_next(uint64_t *s) /* splitmix64 */
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static float rng_unit(uint64_t *s) /* [-1, 1) */
-{
-    return (float)((rng_next(s) >> 40) * (1.0 / 16777216.0) * 2.0 - 1.0);
-}
-
-/* Device memory, or host memory when dev is NULL (--cpu). */
-static frost_status mem_alloc(const frost__device *dev, size_t bytes, void **p)
-{
-    if (dev)
-        return frost__dev_alloc(dev, bytes, p);
-    return (*p = malloc(bytes)) ? FROST_OK : FROST_OUT_OF_MEMORY;
-}
-static frost_status copy_in(const frost__device *dev, void *dst, const void *src, size_t bytes)
-{
-    return dev ? frost__dev_copy_htod(dev, dst, src, bytes) : (memcpy(dst, src, bytes), FROST_OK);
-}
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
 
 /* ---- graphs ------------------------------------------------------------------------ */
 static void note(bgraph *bg, frost_tensor t, int role) /* a tensor to bind */
@@ -156,79 +107,6 @@ static frost_status build_sdpa(const bcase *c, bgraph *bg)
 
 #include "../bench/graphs_norm.h" /* build_norm, build_cnorm: the norm graphs */
 
-/* Reads every bound tensor's resolved dims and strides: element span and dtype. */
-static frost_status resolve(bgraph *bg)
-{
-    for (int i = 0; i < bg->nt; i++) {
-        frost_tensor_desc d;
-        frost_status s = frost_graph_tensor_desc(bg->g, bg->id[i], &d);
-        if (s)
-            return s;
-        int packed = 1;
-        for (int k = 0; k < d.rank; k++)
-            packed &= d.strides[k] == 0;
-        int64_t span = 1, run = 1;
-        for (int k = d.rank - 1; k >= 0; k--) {
-            if (d.dims[k] == 0)
-                span = 0;
-            if (span)
-                span += (d.dims[k] - 1) * (packed ? run : d.strides[k]);
-            run *= d.dims[k];
-        }
-        bg->dt[i] = d.dtype;
-        bg->span[i] = span;
-    }
-    return FROST_OK;
-}
-
-/* ---- data ---------------------------------------------------------------------------- */
-typedef struct pools {
-    void *p[16]; /* by dtype: POOL_ELEMS random values in [-1, 1) */
-} pools;
-
-static const void *pool_get(pools *pl, frost_dtype dt, uint64_t seed)
-{
-    if ((int)dt >= 16 || pl->p[dt])
-        return (int)dt < 16 ? pl->p[dt] : NULL;
-    size_t es = frost_dtype_size(dt);
-    unsigned char *p = malloc(POOL_ELEMS * es);
-    if (!p)
-        return NULL;
-    uint64_t s = seed ^ (0x51ull * (uint64_t)dt);
-    for (size_t i = 0; i < POOL_ELEMS; i++) {
-        float f = rng_unit(&s);
-        if (f == 0.0f)
-            f = 0.5f; /* never a zero */
-        if (dt == FROST_BF16 || dt == FROST_F16) {
-            uint16_t h = dt == FROST_BF16 ? frost__f32_to_bf16(f) : frost__f32_to_f16(f);
-            memcpy(p + i * 2, &h, 2);
-        } else {
-            memcpy(p + i * es, &f, sizeof f);
-        }
-    }
-    return pl->p[dt] = p;
-}
-
-/* Random tensor: copies from a random position of the pool, wrapping around. */
-static frost_status fill_random(const frost__device *dev, pools *pl, void *dst, frost_dtype dt, int64_t n,
-                                uint64_t *rng)
-{
-    const unsigned char *p = pool_get(pl, dt, 0x5EEDull ^ *rng);
-    size_t es = frost_dtype_size(dt);
-    if (!p || es == 0)
-        return FROST_OUT_OF_MEMORY;
-    size_t off = (size_t)(rng_next(rng) % POOL_ELEMS), done = 0;
-    while (done < (size_t)n) {
-        size_t k = POOL_ELEMS - off < (size_t)n - done ? POOL_ELEMS - off : (size_t)n - done;
-        frost_status s = copy_in(dev, (unsigned char *)dst + done * es, p + off * es, k * es);
-        if (s)
-            return s;
-        done += k;
-        off = 0;
-    }
-    return FROST_OK;
-}
-
 /* Synthetic saved statistics (f32, one per row). */
 static frost_status fill_stats(const frost__device *dev, const bcase *c, void *dst, int role, int64_t n, uint64_t *rng)
 {
@@ -240,58 +118,15 @@ static frost_status fill_stats(const frost__device *dev, const bcase *c, void *d
             int64_t keys = row_keys(c, i % c->s_q);
             h[i] = keys > 0 ? (float)(log((double)keys) + 1.0 / 18.0) : -INFINITY;
         } else {
-            h[i] = role == R_MEAN ? 0.01f * rng_unit(rng) : 1.7320508f * (1.0f + 0.01f * rng_unit(rng));
+            h[i] = role == R_MEAN ? 0.01f * bench_rng_unit(rng) : 1.7320508f * (1.0f + 0.01f * bench_rng_unit(rng));
         }
     }
-    frost_status s = copy_in(dev, dst, h, sizeof(float) * (size_t)n);
+    frost_status s = bench_copy_in(dev, dst, h, sizeof(float) * (size_t)n);
     free(h);
     return s;
 }
 
 /* ---- running one case ------------------------------------------------------------------- */
-typedef struct bresult {
-    frost_status status;
-    char reason[512];
-    double ms, ms_min;
-    int runs, sets, nonfinite;
-} bresult;
-
-typedef struct bstate { /* one built case: its graph, rotated input sets and workspace */
-    const frost__device *dev;
-    bgraph bg;
-    void *ptr[MAX_SETS][MAX_T], *ws;
-    int nsets;
-} bstate;
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static void fail(bresult *r, frost_status s, const char *where)
-{
-    const char *e = frost_last_error();
-    r->status = s;
-    snprintf(r->reason, sizeof r->reason, "%s: %s", where, e && *e ? e : frost_status_name(s));
-    for (char *p = r->reason; *p; p++)
-        if (*p == '\n')
-            *p = ' ';
-}
-
-/* Counts NaN/Inf among the first elements of a floating output (a cheap sanity check). */
-static int count_nonfinite(const frost__device *dev, const void *src, frost_dtype dt, int64_t span)
-{
-    int64_t n = span < 65536 ? span : 65536, bad = 0;
-    size_t es = frost_dtype_size(dt);
-    unsigned char *h = malloc((size_t)n * es + 1);
-    if (h && !(dev ? frost__dev_copy_dtoh(dev, h, src, (size_t)n * es) : (memcpy(h, src, (size_t)n * es), 0)))
-        for (int64_t i = 0; i < n; i++)
-            bad += !isfinite(frost__load_elem(h, i, dt));
-    free(h);
-    return (int)(bad > 0x7fffffff ? 0x7fffffff : bad);
-}
-
 /* Builds the graph, then allocates and fills the input sets: enough that the rotated sets
  * exceed 2 x L2, at least 3 (or --sets), never more than half of the device memory. */
 static frost_status setup(bstate *st, const bcase *c, const bopts *o, pools *pl, bresult *r)
@@ -303,7 +138,7 @@ static frost_status setup(bstate *st, const bcase *c, const bopts *o, pools *pl,
                      : is_cnorm(c->op) ? build_cnorm(c, &st->bg)
                                        : build_norm(c, &st->bg);
     if (s)
-        return fail(r, s, "add"), s;
+        return bench_fail(r, s, "add"), s;
     s = frost_graph_build(st->bg.g, NULL);
     if (o->explain) { /* the choice, or every engine's refusal */
         size_t len = 0;
@@ -314,9 +149,9 @@ static frost_status setup(bstate *st, const bcase *c, const bopts *o, pools *pl,
         free(txt);
     }
     if (s)
-        return fail(r, s, "build"), s;
-    if ((s = resolve(&st->bg)) || (s = frost_graph_workspace_size(st->bg.g, &wsb)))
-        return fail(r, s, "resolve"), s;
+        return bench_fail(r, s, "build"), s;
+    if ((s = bench_resolve(&st->bg)) || (s = frost_graph_workspace_size(st->bg.g, &wsb)))
+        return bench_fail(r, s, "resolve"), s;
     for (int i = 0; i < st->bg.nt; i++)
         set_bytes += (size_t)st->bg.span[i] * frost_dtype_size(st->bg.dt[i]);
     int n = o->sets > 0 ? o->sets : 3;
@@ -325,114 +160,37 @@ static frost_status setup(bstate *st, const bcase *c, const bopts *o, pools *pl,
     n = n > MAX_SETS ? MAX_SETS : n;
     while (dev && n > 1 && (double)n * (double)set_bytes > 0.5 * (double)dev->global_mem_bytes)
         n--;
-    if (wsb && (s = mem_alloc(dev, wsb, &st->ws)))
-        return fail(r, s, "workspace alloc"), s;
+    if (wsb && (s = bench_mem_alloc(dev, wsb, &st->ws)))
+        return bench_fail(r, s, "workspace alloc"), s;
     for (st->nsets = 0; st->nsets < n; st->nsets++)
         for (int i = 0; i < st->bg.nt; i++) {
             int k = st->nsets, role = st->bg.role[i];
             size_t bytes = (size_t)st->bg.span[i] * frost_dtype_size(st->bg.dt[i]);
-            if ((s = mem_alloc(dev, bytes ? bytes : 16, &st->ptr[k][i])))
-                return fail(r, s, "alloc"), s;
+            if ((s = bench_mem_alloc(dev, bytes ? bytes : 16, &st->ptr[k][i])))
+                return bench_fail(r, s, "alloc"), s;
             if (role == R_RANDOM)
-                s = fill_random(dev, pl, st->ptr[k][i], st->bg.dt[i], st->bg.span[i], &rng);
+                s = bench_fill_random(dev, pl, st->ptr[k][i], st->bg.dt[i], st->bg.span[i], &rng);
             else if (role != R_OUTPUT)
                 s = fill_stats(dev, c, st->ptr[k][i], role, st->bg.span[i], &rng);
             if (s)
-                return fail(r, s, "fill"), s;
+                return bench_fail(r, s, "fill"), s;
         }
     return FROST_OK;
-}
-
-/* warm + runs executions, set (start + it) % nsets each; run i (after the warm-up) is timed
- * with its own pair of events into t[i] (host clock with --cpu, where execute is blocking). */
-static frost_status run_timed(bstate *st, int start, int warm, int runs, double *t)
-{
-    frost_binding bind[MAX_T];
-    void **ev = calloc(2 * (size_t)runs, sizeof *ev);
-    int nev = 0;
-    frost_status s = ev ? FROST_OK : FROST_OUT_OF_MEMORY;
-    while (!s && st->dev && nev < 2 * runs)
-        s = frost__event_create(&ev[nev++]);
-    for (int it = 0; !s && it < warm + runs; it++) {
-        int k = (start + it) % st->nsets, ti = it - warm;
-        double t0 = now_ms();
-        for (int i = 0; i < st->bg.nt; i++)
-            bind[i] = (frost_binding){st->bg.id[i], st->ptr[k][i]};
-        if (ti >= 0 && st->dev)
-            s = frost__event_record(ev[2 * ti], NULL);
-        s = s ? s : frost_graph_execute(st->bg.g, bind, st->bg.nt, st->ws, NULL);
-        if (!s && ti >= 0 && st->dev)
-            s = frost__event_record(ev[2 * ti + 1], NULL);
-        if (ti >= 0 && !st->dev)
-            t[ti] = now_ms() - t0;
-    }
-    if (!st->dev) {
-        free(ev);
-        return s;
-    }
-    s = s ? s : frost__dev_synchronize(st->dev);
-    for (int i = 0; !s && i < runs; i++) {
-        float ms = 0;
-        s = frost__event_elapsed_ms(ev[2 * i], ev[2 * i + 1], &ms);
-        t[i] = ms;
-    }
-    for (int i = 0; i < nev; i++)
-        frost__event_destroy(ev[i]);
-    free(ev);
-    return s;
 }
 
 static void time_case(frost_context *ctx, const bcase *c, const bopts *o, pools *pl, bresult *r)
 {
     bstate *st = calloc(1, sizeof *st);
-    double first = 0, *t = NULL;
     frost_status s = st ? frost_graph_create(ctx, &st->bg.g) : FROST_OUT_OF_MEMORY;
     if (s) {
-        fail(r, s, "graph_create");
+        bench_fail(r, s, "graph_create");
         free(st);
         return;
     }
     st->dev = ctx->device;
-    if (setup(st, c, o, pl, r))
-        goto done;
-    /* one probe run sizes the warm-up (>= 100 ms) and the timed runs (>= 50 ms) */
-    if ((s = run_timed(st, 0, 0, 1, &first))) {
-        fail(r, s, "execute");
-        goto done;
-    }
-    int warm = o->warmup, runs = o->runs;
-    if (!o->exact && first > 0 && warm < 100.0 / first)
-        warm = 100.0 / first < 2000 ? (int)(100.0 / first) : 2000;
-    if (!o->exact && first > 0 && runs < 50.0 / first)
-        runs = 50.0 / first < 2000 ? (int)(50.0 / first) : 2000;
-    if (!(t = calloc((size_t)runs, sizeof *t))) {
-        fail(r, FROST_OUT_OF_MEMORY, "host alloc");
-        goto done;
-    }
-    if ((s = run_timed(st, 1, warm, runs, t))) {
-        fail(r, s, "timed runs");
-        goto done;
-    }
-    qsort(t, (size_t)runs, sizeof *t, cmp_double);
-    r->status = FROST_OK;
-    r->ms = runs % 2 ? t[runs / 2] : 0.5 * (t[runs / 2 - 1] + t[runs / 2]);
-    r->ms_min = t[0];
-    r->runs = runs;
-    r->sets = st->nsets;
-    int last = (warm + runs) % st->nsets; /* the set the last run wrote */
-    for (int i = 0; i < st->bg.nt; i++)
-        if (st->bg.role[i] == R_OUTPUT && frost__dtype_is_float(st->bg.dt[i]))
-            r->nonfinite += count_nonfinite(st->dev, st->ptr[last][i], st->bg.dt[i], st->bg.span[i]);
-done:
-    free(t);
-    for (int k = 0; k < MAX_SETS; k++)
-        for (int i = 0; i < MAX_T; i++)
-            if (st->ptr[k][i])
-                st->dev ? frost__dev_free(st->dev, st->ptr[k][i]) : free(st->ptr[k][i]);
-    if (st->ws)
-        st->dev ? frost__dev_free(st->dev, st->ws) : free(st->ws);
-    frost_graph_destroy(st->bg.g);
-    free(st);
+    if (!setup(st, c, o, pl, r))
+        bench_measure(st, o, r);
+    bench_state_free(st);
 }
 
 /* ---- output ----------------------------------------------------------------------------- */
