@@ -32,11 +32,6 @@
  * segment.  A wave moves ~192 KB per SM (6 us of HBM time) against ~4-5 us on chip
  * (the three-sum pass is the heaviest), so 3.2-3.5 TB/s effective if the prefetch holds.
  *
- * Two stages (FROST_CNORM_STAGES=2): as in the forward.  Floors at 4.0 TB/s: 101 us and
- * 50 us.  Measured on the H200 (2026-12-02, tiles sized for two stages, with the dparams
- * kernel below): GroupNorm 32x512x64x64 872 us (one stage: 412), BatchNorm 800 (643);
- * 128x256x32x32 GroupNorm 378 (254), BatchNorm 396: one stage stays the default.
- *
  * Entry points: cnorm_bwd_kernel (modes RESIDENT, STATS, APPLY), cnorm_bwd_finalize_kernel
  * (the fallback's merge) and cnorm_bwd_dparams_kernel.
  */
@@ -50,25 +45,14 @@ typedef struct bwd_smem {
     float *centre, *fin_r, *fin_mu, *fin_s1, *fin_s2; /* per set (fin_r holds M2 before the merge) */
     float *scratch;
     int *flag;
-    int next;                  /* the tile to load into the other stage, -1 when issued or none */
-    frost_io *next_x, *next_dy; /* that stage */
 } bwd_smem;
 
-/* Issues the loads of the pending next tile (every thread calls it, once it is due). */
-FROST_DEVICE void bwd_issue_next(const cnorm_params *p, bwd_smem *m)
-{
-    if (m->next >= 0)
-        cn_issue_stage(p, m->next, m->next_x, m->next_dy);
-    m->next = -1;
-}
-
-/* Stage s: x at base + 2 s tile, dy right after it; the arrays after the last stage. */
 FROST_DEVICE void bwd_carve(const cnorm_params *p, unsigned char *base, bwd_smem *m)
 {
-    const uint64_t tile = cn_tile_bytes(p);
+    const uint64_t tile = CNORM_TILE_BYTES(cn_tile_elems(p), sizeof(frost_io));
     m->x = (frost_io *)base;
     m->dy = (frost_io *)(base + tile);
-    float *ch = (float *)(base + 2ull * (uint64_t)p->stages * tile);
+    float *ch = (float *)(base + 2 * tile);
     m->ch0 = ch;
     m->ch1 = ch + p->cw;
     m->ch2 = ch + 2 * p->cw;
@@ -154,7 +138,7 @@ FROST_DEVICE void bwd_tile_sums(const cnorm_params *p, const cnorm_tile *tl, con
 
 /* Final (mean, r, s1, s2) of every set of the tile into fin_*; centre keeps the centre the
  * channel sums ch2 / ch3 were taken about. */
-FROST_DEVICE void bwd_resolve_stats(const cnorm_params *p, const cnorm_tile *tl, int t, bwd_smem *m)
+FROST_DEVICE void bwd_resolve_stats(const cnorm_params *p, const cnorm_tile *tl, int t, const bwd_smem *m)
 {
     const int tid = threadIdx.x, cg = p->cg;
     const bool apply = p->mode == CNORM_MODE_APPLY;
@@ -215,9 +199,7 @@ FROST_DEVICE void bwd_resolve_stats(const cnorm_params *p, const cnorm_tile *tl,
             }
         }
         cn_release(p, tl->seg);
-        bwd_issue_next(p, m);
     } else {
-        bwd_issue_next(p, m); /* after the arrival's fence, so that it does not wait for these loads */
         cn_wait_final(p, tl->seg);
         for (int j = tid; j < p->sets; j += CNORM_THREADS) {
             float f[4];
@@ -229,16 +211,17 @@ FROST_DEVICE void bwd_resolve_stats(const cnorm_params *p, const cnorm_tile *tl,
 }
 
 /* GroupNorm / InstanceNorm: this tile's (sum dy, sum dy x_hat) per channel, for the
- * dparams kernel: a float2 at record (m = n * k_tiles + tile index, c), channels
- * contiguous so that both the writes here and the dparams reads coalesce. */
+ * dparams kernel; record (n, c, tile index). */
 FROST_DEVICE void bwd_write_records(const cnorm_params *p, const cnorm_tile *tl, const bwd_smem *m)
 {
-    float2 *rec = (float2 *)(p->ws + p->off_rec) + ((int64_t)tl->n * p->k_tiles + tl->index) * p->c + tl->c0;
+    float *rec = (float *)(p->ws + p->off_rec);
     for (int cl = threadIdx.x; cl < p->cw; cl += CNORM_THREADS) {
         const int j = cl / p->cg;
         const float sdy = m->ch2[cl];
         const float sdyx = m->fin_r[j] * fmaf(m->centre[j] - m->fin_mu[j], sdy, m->ch3[cl]);
-        rec[cl] = make_float2(sdy, sdyx);
+        const int64_t at = (((int64_t)tl->n * p->c + tl->c0 + cl) * p->k_tiles + tl->index) * 2;
+        rec[at] = sdy;
+        rec[at + 1] = sdyx;
     }
 }
 
@@ -302,41 +285,29 @@ FROST_DEVICE void bwd_apply(const cnorm_params *p, const cnorm_tile *tl, const b
     }
 }
 
-/* Tiles t = blockIdx.x, + gridDim.x, ...; with two stages tile t + gridDim.x loads into the
- * other stage while this one is worked on (see the header of chan_norm_kernel.cuh). */
 extern "C" __global__ void __launch_bounds__(CNORM_THREADS, 1) cnorm_bwd_kernel(const __grid_constant__ cnorm_params p)
 {
     extern __shared__ uint4 cnorm_smem[];
-    unsigned char *base = (unsigned char *)cnorm_smem;
-    const uint64_t tile_bytes = cn_tile_bytes(&p);
     bwd_smem m;
-    bwd_carve(&p, base, &m);
-    int stage = 0;
-    if ((int)blockIdx.x < p.num_tiles)
-        cn_issue_stage(&p, blockIdx.x, m.x, m.dy);
+    bwd_carve(&p, (unsigned char *)cnorm_smem, &m);
+    const frost_io *x = (const frost_io *)p.x, *dy = (const frost_io *)p.dy;
     for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
         const cnorm_tile tl = cn_tile(&p, t);
-        const int next = t + (int)gridDim.x;
-        m.x = (frost_io *)(base + 2ull * (uint64_t)stage * tile_bytes);
-        m.dy = (frost_io *)((unsigned char *)m.x + tile_bytes);
-        cn_cp_async_wait_all();
-        __syncthreads(); /* tile t has landed; the other stage's last reader (tile t - gridDim.x) is done */
-        m.next = -1;
-        if (next < p.num_tiles) {
-            if (p.stages == 2) {
-                m.next = next;
-                m.next_x = (frost_io *)(base + 2ull * (uint64_t)(stage ^ 1) * tile_bytes);
-                m.next_dy = (frost_io *)((unsigned char *)m.next_x + tile_bytes);
-                if (p.mode != CNORM_MODE_RESIDENT || p.k_tiles == 1)
-                    bwd_issue_next(&p, &m); /* else once this tile has arrived at its barrier */
-            } else {
-                const cnorm_tile nt = cn_tile(&p, next);
-                cn_prefetch_tile(&p, &nt, (const frost_io *)p.x, p.x_sn);
-                cn_prefetch_tile(&p, &nt, (const frost_io *)p.dy, p.dy_sn);
-            }
+        if (p.vec_ok) {
+            cn_load_tile(&p, &tl, x, p.x_sn, m.x, CN_VEC);
+            cn_load_tile(&p, &tl, dy, p.dy_sn, m.dy, CN_VEC);
+            cn_cp_async_wait_all();
+        } else {
+            cn_load_tile(&p, &tl, x, p.x_sn, m.x, 1);
+            cn_load_tile(&p, &tl, dy, p.dy_sn, m.dy, 1);
+        }
+        __syncthreads();
+        if (t + (int)gridDim.x < p.num_tiles) {
+            const cnorm_tile next = cn_tile(&p, t + gridDim.x);
+            cn_prefetch_tile(&p, &next, x, p.x_sn);
+            cn_prefetch_tile(&p, &next, dy, p.dy_sn);
         }
         bwd_resolve_stats(&p, &tl, t, &m);
-        bwd_issue_next(&p, &m);
         if (p.mode != CNORM_MODE_STATS) {
             if (p.want_rec) {
                 bwd_write_records(&p, &tl, &m);
@@ -347,10 +318,7 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS, 1) cnorm_bwd_kernel(
             else
                 bwd_apply(&p, &tl, &m, 1);
         }
-        __syncthreads(); /* the stage and the arrays are reused */
-        if (next < p.num_tiles && p.stages == 1)
-            cn_issue_stage(&p, next, m.x, m.dy);
-        stage ^= p.stages - 1;
+        __syncthreads();
     }
 }
 
@@ -371,68 +339,26 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS) cnorm_bwd_finalize_k
     }
 }
 
-/* Sum of at[m * stride] over m in [begin, end), in index order. */
-FROST_DEVICE float2 dp_sum(int64_t stride, const float2 *at, int64_t begin, int64_t end)
-{
-    float2 sum = make_float2(0.0f, 0.0f);
-    for (int64_t m = begin; m < end; m += 4) { /* four L2 round trips in flight, added in order */
-        float2 v[4];
-#pragma unroll
-        for (int u = 0; u < 4; u++)
-            v[u] = m + u < end ? __ldcg(at + (m + u) * stride) : make_float2(0.0f, 0.0f);
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            sum.x += v[u].x;
-            sum.y += v[u].y;
-        }
-    }
-    return sum;
-}
-
-/* d_bias[c] = sum of sum dy, d_scale[c] = sum of sum dy x_hat over the records m = (n, tile)
- * of channel c.  Block (bx, by): channels 32 bx .. 32 bx + 31 (lane = channel), records of
- * chunk by of dp_chunks; warp w sums the w-th sixteenth of the chunk in index order, warp 0
- * adds the warps in order.  With one chunk that is the answer; else each chunk's sums go to
- * the workspace, and the chunk that brings the channel block's counter to dp_chunks adds
- * them in chunk order.  The tree depends only on the shape: deterministic. */
+/* d_bias[c] = sum of sum dy, d_scale[c] = sum of sum dy x_hat over the records (n, tile)
+ * of channel c: warp per channel, lanes over contiguous chunks, then a fixed butterfly. */
 extern "C" __global__ void __launch_bounds__(CNORM_THREADS) cnorm_bwd_dparams_kernel(const __grid_constant__ cnorm_params p)
 {
-    __shared__ float2 warp_sums[CNORM_WARPS][32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
-    const int c = blockIdx.x * 32 + lane;
-    const int64_t total = (int64_t)p.n * p.k_tiles, chunks = p.dp_chunks;
-    const int64_t lo = total * blockIdx.y / chunks, hi = total * (blockIdx.y + 1) / chunks;
-    const int64_t begin = lo + (hi - lo) * warp / CNORM_WARPS, end = lo + (hi - lo) * (warp + 1) / CNORM_WARPS;
-    float2 sum = make_float2(0.0f, 0.0f);
-    if (c < p.c)
-        sum = dp_sum(p.c, (const float2 *)(p.ws + p.off_rec) + c, begin, end);
-    warp_sums[warp][lane] = sum;
-    __syncthreads();
-    if (warp != 0)
+    const int c = blockIdx.x * CNORM_WARPS + threadIdx.x / 32, lane = threadIdx.x & 31;
+    if (c >= p.c)
         return;
+    const float *rec = (const float *)(p.ws + p.off_rec);
+    const int64_t total = (int64_t)p.n * p.k_tiles;
+    const int64_t begin = total * lane / 32, end = total * (lane + 1) / 32;
     float sdy = 0.0f, sdyx = 0.0f;
-    for (int w = 0; w < CNORM_WARPS; w++) {
-        sdy += warp_sums[w][lane].x;
-        sdyx += warp_sums[w][lane].y;
+    for (int64_t m = begin; m < end; m++) {
+        const int64_t n = m / p.k_tiles, i = m - n * p.k_tiles;
+        const int64_t at = ((n * p.c + c) * p.k_tiles + i) * 2;
+        sdy += rec[at];
+        sdyx += rec[at + 1];
     }
-    if (chunks > 1) {
-        float2 *part = (float2 *)(p.ws + p.off_dpart);
-        if (c < p.c)
-            part[(int64_t)blockIdx.y * p.c + c] = make_float2(sdy, sdyx);
-        __threadfence();
-        __syncwarp();
-        uint32_t last = 0;
-        if (lane == 0)
-            last = atomicAdd((uint32_t *)(p.ws + p.off_dcount) + blockIdx.x, 1u) == (uint32_t)chunks - 1u;
-        if (!__shfl_sync(0xffffffffu, last, 0))
-            return;
-        __threadfence();
-        if (c < p.c) {
-            sum = dp_sum(p.c, part + c, 0, chunks);
-            sdy = sum.x, sdyx = sum.y;
-        }
-    }
-    if (c < p.c) {
+    sdy = frost_warp_sum(sdy);
+    sdyx = frost_warp_sum(sdyx);
+    if (lane == 0) {
         if (p.d_bias)
             p.d_bias[(int64_t)c * p.dbias_sc] = sdy;
         if (p.d_scale)

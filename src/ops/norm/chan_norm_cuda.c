@@ -13,19 +13,18 @@
  * tensor NHWC, or every one NCHW; per-tensor n strides may differ), the vector path (16-byte
  * units when C (NHWC) or HW (NCHW) and the n strides are multiples of the unit; base
  * alignment is checked per launch), and the geometry.  choose_geometry() tries every window
- * width that divides C in whole sets and, per width, every tile count per segment up to
- * one per SM, and prices each (price()); with FROST_CNORM_STAGES=2 a width's tiles are
- * sized for two stages (the next tile loads into shared memory during this one) where two
- * fit.  A configuration whose segment fits one wave (one
- * tile per SM) runs RESIDENT: x (and dy) cross HBM once.  Otherwise the fallback runs three
+ * width that divides C in whole sets and, per width, every tile count per segment up to one
+ * per SM, and prices each by waves x rows x cw (one wave = one tile per SM), with a penalty
+ * for NHWC windows narrower than a 128-byte line.  A configuration whose segment fits one
+ * wave runs RESIDENT: x (and dy) cross HBM once.  Otherwise the fallback runs three
  * kernels (per-tile statistics, a finalize that merges them, and an apply pass that reads x
  * again).  BatchNorm inference needs no statistics: one APPLY pass with the running ones.
  *
  * Residency: a RESIDENT launch with more than one tile per segment has blocks wait for
  * each other, so it is launched with at most one block per SM (the kernels declare
- * __launch_bounds__(512, 1)), which the device can always hold at once.  Counters (that
- * exchange's, and the dparams kernel's) are zeroed by one memset on the caller's stream
- * before each launch; nothing else is allocated or hashed at execute.
+ * __launch_bounds__(512, 1) and build checks the compiled registers), which the device can
+ * always hold at once.  The counters of that exchange are zeroed by a memset on the
+ * caller's stream before each launch; nothing else is allocated or hashed at execute.
  *
  * Kernel keys: DTYPE_F32|F16|BF16, KIND_GROUP|INSTANCE|BATCH, LAYOUT_NCHW|NHWC, per entry
  * point (main, finalize, dparams): 90 keys, listed by frost__cnorm_cuda_keys.
@@ -61,7 +60,6 @@ typedef struct cnorm_shape {
 typedef struct cnorm_geometry {
     int64_t cw, sets, windows, rows, seg_rows, k_tiles, num_segments, num_tiles, waves;
     int resident; /* one HBM pass; else statistics, finalize, apply */
-    int stages;   /* 2: the next tile loads into shared memory during this one */
     size_t smem;
 } cnorm_geometry;
 
@@ -72,8 +70,8 @@ typedef struct cnorm_plan {
     int use[NUM_ENTRIES];
     frost__kernel_key keys[NUM_ENTRIES];
     frost__kernel *kernels[NUM_ENTRIES];
-    size_t counter_bytes; /* counters at the workspace's start, zeroed before each launch */
-    unsigned grid_main, grid_finalize, grid_dparams, dparams_chunks;
+    int counters;  /* RESIDENT with an exchange: zero the counters before the launch */
+    unsigned grid_main, grid_finalize, grid_dparams;
     size_t workspace;
     cnorm_params params; /* everything but the pointers and the mode */
 } cnorm_plan;
@@ -107,53 +105,38 @@ static int64_t row_elems(const cnorm_shape *s, int64_t cw)
     return s->nhwc ? CNORM_PITCH_NHWC(cw) : cw;
 }
 
-static size_t smem_bytes(const cnorm_shape *s, int64_t rows, int64_t cw, int stages)
+static size_t smem_bytes(const cnorm_shape *s, int64_t rows, int64_t cw)
 {
-    return (size_t)CNORM_SMEM_BYTES(rows * row_elems(s, cw), cw, cw / s->cg, s->esize, s->tensors, stages);
+    return (size_t)CNORM_SMEM_BYTES(rows * row_elems(s, cw), cw, cw / s->cg, s->esize, s->tensors);
 }
 
 /* The price of one tiling, in bytes one SM moves (or could have moved) over the whole
- * op.  Per tile: its reads and writes (mem) and the on-chip work (chip): a fixed cost
- * (barriers and the passes' start-up, ~0.5 us at an SM's share of HBM) and, for a segment
- * of several tiles, the exchange (~1.5 us of round trips) plus the merge of its k x sets
- * records.  One stage adds them; two stages hide the smaller behind the larger and pay the
- * first tile's load once.  NHWC windows narrower than a 128-byte line are marked up: each
- * pixel's run shares its lines with other windows.  A guess until measured further: on
- * the H200 (2026-12-02) time per wave grew only ~0.08 us per KB of tile but started at
- * ~7 us with one stage or two, so halving the tiles to fit two stages lost more than the
- * overlap won, and two stages are only tried with FROST_CNORM_STAGES=2 (see stage_choice). */
+ * op: per wave, a tile's reads and writes, a fixed cost per tile (barriers and the passes'
+ * start-up, ~0.5 us at an SM's share of HBM), and for a segment of several tiles the
+ * exchange (~1.5 us of round trips) plus the merge of its k x sets records.  NHWC windows
+ * narrower than a 128-byte line are marked up: each pixel's run shares its lines with
+ * other windows. */
 #define TILE_FIXED_BYTES (16 * 1024)
 #define EXCHANGE_BYTES (48 * 1024)
 
-static double price(const cnorm_shape *s, int stages, int64_t waves, int64_t rows, int64_t cw, int64_t k)
+static double price(const cnorm_shape *s, int64_t waves, int64_t rows, int64_t cw, int64_t k)
 {
     const double record = s->tensors == 2 ? 32.0 : 16.0;
-    const double reads = (double)rows * (double)cw * (double)s->esize * (double)s->tensors;
-    const double mem = reads / (double)s->tensors * (double)(s->tensors + 1);
-    double chip = TILE_FIXED_BYTES;
+    double tile = (double)rows * (double)cw * (double)s->esize * (double)(s->tensors + 1) + TILE_FIXED_BYTES;
     if (k > 1)
-        chip += EXCHANGE_BYTES + (double)k * (double)(cw / s->cg) * record / 4.0;
-    double cost = stages == 2 ? (double)waves * (mem > chip ? mem : chip) + reads : (double)waves * (mem + chip);
+        tile += EXCHANGE_BYTES + (double)k * (double)(cw / s->cg) * record / 4.0;
+    double cost = (double)waves * tile;
     const int64_t run = cw * s->esize;
     if (s->nhwc && cw < s->c && run < 128)
         cost *= 1.0 + (double)(128 - run) / 256.0;
     return cost;
 }
 
-/* Stages tried: 1 by default (see price()); FROST_CNORM_STAGES=2 tries two stages first
- * and one only where two do not fit, for tuning and for the tests of that path. */
-static int stage_choice(void)
-{
-    const char *env = getenv("FROST_CNORM_STAGES");
-    return env && strtol(env, NULL, 10) == 2 ? 2 : 1;
-}
-
-/* Bytes of data (x, and dy for the backward) one stage holds at most.  With one stage
- * each SM asks L2 for its next tile while it works on the current one, so a wave keeps
- * about sm_count x cap bytes of prefetched data in L2 (17 MB at 128 KB on 132 SMs) next to
- * the lines being written; two stages fit at most ~100 KB each in an H200's 227 KB, below
- * the cap.  FROST_CNORM_TILE_KB overrides it (16..1024), for tuning and for the tests that
- * force the fallback. */
+/* Bytes of data (x, and dy for the backward) one tile holds at most.  Each SM asks L2 for
+ * its next tile while it works on the current one, so a wave keeps about sm_count x cap
+ * bytes of prefetched data in L2 (17 MB at 128 KB on 132 SMs) next to the lines being
+ * written: the cap trades that footprint against per-tile overheads.  A guess until
+ * measured; FROST_CNORM_TILE_KB overrides it (16..1024) for tuning. */
 #define TILE_BYTES_CAP (128 * 1024)
 
 static int64_t tile_bytes_cap(void)
@@ -163,29 +146,12 @@ static int64_t tile_bytes_cap(void)
     return kb >= 16 && kb <= 1024 ? (int64_t)kb * 1024 : TILE_BYTES_CAP;
 }
 
-/* Largest rows per tile (a multiple of CNORM_ROW_ALIGN, 0 when not even that many fit) of
- * window cw with `stages` stages in `budget` bytes, within the cap and the segment. */
-static int64_t max_rows(const cnorm_shape *s, size_t budget, int64_t cw, int stages, int64_t seg_rows)
-{
-    if (smem_bytes(s, CNORM_ROW_ALIGN, cw, stages) > budget)
-        return 0;
-    const int64_t fixed = (int64_t)smem_bytes(s, 0, cw, stages);
-    const int64_t row_bytes = row_elems(s, cw) * s->esize;
-    int64_t rmax = ((int64_t)budget - fixed) / (stages * s->tensors) / row_bytes;
-    while (rmax >= CNORM_ROW_ALIGN && smem_bytes(s, rmax / CNORM_ROW_ALIGN * CNORM_ROW_ALIGN, cw, stages) > budget)
-        rmax -= CNORM_ROW_ALIGN;
-    if (rmax > tile_bytes_cap() / s->tensors / row_bytes)
-        rmax = tile_bytes_cap() / s->tensors / row_bytes;
-    if (rmax > align_up(seg_rows, CNORM_ROW_ALIGN))
-        rmax = align_up(seg_rows, CNORM_ROW_ALIGN);
-    return rmax / CNORM_ROW_ALIGN * CNORM_ROW_ALIGN;
-}
-
 /* Picks the window, rows and tiles per segment (see the top of the file).  stats: the op
  * computes statistics (else a single APPLY pass).  Returns 0 when not even 8 rows of the
  * narrowest window fit in `budget` bytes of shared memory. */
 static int choose_geometry(const cnorm_shape *s, size_t budget, int64_t sms, int stats, cnorm_geometry *out)
 {
+    const int64_t tile_cap = tile_bytes_cap();
     const int64_t seg_rows = s->kind == FROST__CNORM_BATCH ? s->n * s->hw : s->hw;
     double best = -1.0;
     int best_resident = 0;
@@ -204,13 +170,21 @@ static int choose_geometry(const cnorm_shape *s, size_t budget, int64_t sms, int
             const int64_t t = widths[j];
             widths[j] = widths[j - 1], widths[j - 1] = t;
         }
-    const int two = stage_choice() == 2;
     for (int wi = 0; wi < count; wi++) {
         const int64_t cw = widths[wi];
-        int stages = two ? 2 : 1;
-        int64_t rmax = cw % s->cw_unit == 0 ? max_rows(s, budget, cw, stages, seg_rows) : 0;
-        if (two && rmax < CNORM_ROW_ALIGN && cw % s->cw_unit == 0)
-            stages = 1, rmax = max_rows(s, budget, cw, 1, seg_rows);
+        if (cw % s->cw_unit != 0 || smem_bytes(s, CNORM_ROW_ALIGN, cw) > budget)
+            continue;
+        const int64_t fixed = (int64_t)smem_bytes(s, 0, cw);
+        const int64_t row_bytes = row_elems(s, cw) * s->esize;
+        int64_t rmax = ((int64_t)budget - fixed) / s->tensors / row_bytes;
+        while (rmax >= CNORM_ROW_ALIGN && smem_bytes(s, rmax / CNORM_ROW_ALIGN * CNORM_ROW_ALIGN, cw) > budget)
+            rmax -= CNORM_ROW_ALIGN;
+        rmax = rmax / CNORM_ROW_ALIGN * CNORM_ROW_ALIGN;
+        if (rmax > tile_cap / s->tensors / row_bytes)
+            rmax = tile_cap / s->tensors / row_bytes;
+        rmax = rmax / CNORM_ROW_ALIGN * CNORM_ROW_ALIGN;
+        if (rmax > align_up(seg_rows, CNORM_ROW_ALIGN))
+            rmax = align_up(seg_rows, CNORM_ROW_ALIGN);
         if (rmax < CNORM_ROW_ALIGN)
             continue;
         const int64_t segs = (s->kind == FROST__CNORM_BATCH ? 1 : s->n) * (s->c / cw);
@@ -222,7 +196,7 @@ static int choose_geometry(const cnorm_shape *s, size_t budget, int64_t sms, int
         double cost = 0.0;
         for (int64_t k = kmin; k <= kmax; k++) {
             const int64_t rows = align_up(ceil_div(seg_rows, k), CNORM_ROW_ALIGN), tiles = ceil_div(seg_rows, rows);
-            const double c = price(s, stages, ceil_div(segs * tiles, sms), rows, cw, tiles);
+            const double c = price(s, ceil_div(segs * tiles, sms), rows, cw, tiles);
             if (k_best == 0 || c < cost)
                 k_best = tiles, rows_best = rows, cost = c;
         }
@@ -243,8 +217,7 @@ static int choose_geometry(const cnorm_shape *s, size_t budget, int64_t sms, int
         out->num_tiles = segs * k_best;
         out->waves = ceil_div(out->num_tiles, sms);
         out->resident = resident;
-        out->stages = stages;
-        out->smem = smem_bytes(s, rows_best, cw, stages);
+        out->smem = smem_bytes(s, rows_best, cw);
     }
     return best >= 0.0;
 }
@@ -350,8 +323,6 @@ static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
     k->num_tiles = (int32_t)geo->num_tiles;
     k->num_segments = (int32_t)geo->num_segments;
     k->pitch = (int32_t)(pl->nhwc ? CNORM_PITCH_NHWC(geo->cw) : geo->rows);
-    k->stages = geo->stages > 0 ? geo->stages : 1;
-    k->dp_chunks = 1;
     if (p->slot[FROST__CNORM_SCALE].present) {
         k->scale_dt = (int32_t)p->slot[FROST__CNORM_SCALE].dtype;
         if (p->zero_centered_scale)
@@ -376,45 +347,25 @@ static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
     k->unbias = m > 1.0 ? (float)(m / (m - 1.0)) : 0.0f;
 }
 
-/* Chunks the dparams kernel cuts each channel's n x k_tiles records into: enough blocks
- * (32 channels each) for two per SM, each chunk at least 16 records (one per warp). */
-static int64_t dparams_chunks(int64_t c, int64_t records, int64_t sms)
-{
-    const int64_t channel_blocks = ceil_div(c, 32);
-    int64_t chunks = ceil_div(2 * sms, channel_blocks);
-    if (chunks > records / CNORM_WARPS)
-        chunks = records / CNORM_WARPS;
-    return chunks < 1 ? 1 : chunks;
-}
-
-/* Workspace sections, 256-byte aligned: counters (one per segment of an exchange, then one
- * per dparams channel block), partial records, final records, the d_scale / d_bias records
- * and the dparams chunks' sums. */
-static void plan_workspace(cnorm_plan *pl, int64_t sms)
+/* Workspace sections, 256-byte aligned: counters, partial records, final records, the
+ * d_scale / d_bias records. */
+static void plan_workspace(cnorm_plan *pl)
 {
     const cnorm_geometry *geo = &pl->geo;
     cnorm_params *k = &pl->params;
     const int exchange = geo->resident ? geo->k_tiles > 1 : 1;
     const int64_t part_floats = pl->backward ? CNORM_PART_FLOATS_BWD : CNORM_PART_FLOATS_FWD;
     const int stats = !(k->flags & CNORM_F_RUNNING);
-    const int64_t records = (int64_t)k->n * (geo->k_tiles > 0 ? geo->k_tiles : 1);
-    k->dp_chunks = k->want_rec ? (int32_t)dparams_chunks(k->c, (int64_t)k->n * geo->k_tiles, sms) : 1;
-    pl->dparams_chunks = (unsigned)k->dp_chunks;
     int64_t at = 0;
+    pl->counters = geo->resident && geo->k_tiles > 1;
     k->off_count = at;
-    at += geo->resident && geo->k_tiles > 1 ? geo->num_segments * 4 : 0;
-    k->off_dcount = at;
-    at += k->dp_chunks > 1 ? ceil_div(k->c, 32) * 4 : 0;
-    pl->counter_bytes = (size_t)at;
-    at = align_up(at, 256);
+    at += pl->counters ? align_up(geo->num_segments * 4, 256) : 0;
     k->off_part = at;
     at += stats && exchange ? align_up(geo->num_tiles * geo->sets * part_floats * 4, 256) : 0;
     k->off_final = at;
     at += stats && exchange ? align_up(geo->num_segments * geo->sets * CNORM_FINAL_FLOATS * 4, 256) : 0;
     k->off_rec = at;
-    at += k->want_rec ? align_up(records * k->c * 8, 256) : 0;
-    k->off_dpart = at;
-    at += k->dp_chunks > 1 ? align_up((int64_t)k->dp_chunks * k->c * 8, 256) : 0;
+    at += k->want_rec ? align_up((int64_t)k->n * k->c * (geo->k_tiles > 0 ? geo->k_tiles : 1) * 8, 256) : 0;
     pl->workspace = (size_t)at;
 }
 
@@ -487,7 +438,7 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
                                    "bytes, more than the %zu this device allows per block",
                               kind_label[p->kind], CNORM_ROW_ALIGN, (long long)sh.cw_unit,
                               p->kind == FROST__CNORM_GROUP ? "group" : "vector of channels",
-                              smem_bytes(&sh, CNORM_ROW_ALIGN, sh.cw_unit, 1), budget);
+                              smem_bytes(&sh, CNORM_ROW_ALIGN, sh.cw_unit), budget);
             free(pl);
             return FROST_NOT_SUPPORTED;
         }
@@ -505,9 +456,9 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
         if (pl->use[e])
             fill_key(&pl->keys[e], p->backward, e, pl->dtype, pl->kind, nhwc);
     fill_params(p, pl);
-    plan_workspace(pl, dev->sm_count);
+    plan_workspace(pl);
     pl->grid_finalize = (unsigned)ceil_div(pl->geo.num_segments * pl->geo.sets, CNORM_WARPS);
-    pl->grid_dparams = (unsigned)ceil_div(p->c, 32);
+    pl->grid_dparams = (unsigned)ceil_div(p->c, CNORM_WARPS);
     *plan_out = pl;
     return FROST_OK;
 }
@@ -560,13 +511,13 @@ static int aligned16(const void *ptr)
     return ((uintptr_t)ptr & 15u) == 0;
 }
 
-static frost_status launch(const frost_context *ctx, frost__kernel *k, unsigned grid, unsigned grid_y, size_t smem,
-                           cnorm_params *params, void *stream)
+static frost_status launch(const frost_context *ctx, frost__kernel *k, unsigned grid, size_t smem, cnorm_params *params,
+                           void *stream)
 {
     frost__launch_dims dims;
     void *args[1] = {params};
     memset(&dims, 0, sizeof dims);
-    dims.grid[0] = grid, dims.grid[1] = grid_y, dims.grid[2] = 1;
+    dims.grid[0] = grid, dims.grid[1] = 1, dims.grid[2] = 1;
     dims.block[0] = CNORM_THREADS, dims.block[1] = 1, dims.block[2] = 1;
     dims.dyn_smem = smem;
     return frost__launch(ctx->device, k, &dims, args, stream);
@@ -601,22 +552,23 @@ static frost_status cnorm_execute(const frost_context *ctx, const frost__node *n
         return frost__fail(FROST_INVALID_ARGUMENT, "cuda channel norm: a data tensor is bound to NULL");
     k.vec_ok = pl->vec_layout && aligned16(k.x) && aligned16(k.out) && (!pl->backward || aligned16(k.dy));
     frost_status s = FROST_OK;
-    if (pl->counter_bytes > 0)
-        s = frost__dev_memset_async(ctx->device, workspace, 0, pl->counter_bytes, stream);
+    if (pl->counters)
+        s = frost__dev_memset_async(ctx->device, (unsigned char *)workspace + k.off_count, 0,
+                                    (size_t)pl->geo.num_segments * 4, stream);
     if (s == FROST_OK && pl->use[ENTRY_MAIN]) {
         k.mode = pl->use[ENTRY_FINALIZE] ? CNORM_MODE_STATS
                  : (k.flags & CNORM_F_RUNNING) ? CNORM_MODE_APPLY
                                                : CNORM_MODE_RESIDENT;
-        s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, 1, pl->geo.smem, &k, stream);
+        s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, pl->geo.smem, &k, stream);
     }
     if (s == FROST_OK && pl->use[ENTRY_FINALIZE]) {
-        s = launch(ctx, pl->kernels[ENTRY_FINALIZE], pl->grid_finalize, 1, 0, &k, stream);
+        s = launch(ctx, pl->kernels[ENTRY_FINALIZE], pl->grid_finalize, 0, &k, stream);
         k.mode = CNORM_MODE_APPLY;
         if (s == FROST_OK)
-            s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, 1, pl->geo.smem, &k, stream);
+            s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, pl->geo.smem, &k, stream);
     }
     if (s == FROST_OK && pl->use[ENTRY_DPARAMS])
-        s = launch(ctx, pl->kernels[ENTRY_DPARAMS], pl->grid_dparams, pl->dparams_chunks, 0, &k, stream);
+        s = launch(ctx, pl->kernels[ENTRY_DPARAMS], pl->grid_dparams, 0, &k, stream);
     return s;
 }
 
@@ -629,14 +581,11 @@ static void cnorm_describe(const void *plan, frost__buf *out)
         return;
     }
     frost__key_print(&pl->keys[ENTRY_MAIN], out);
-    frost__buf_printf(out, "; %s tiles of %lld rows x %lld channels, %s (%zu B shared memory, %s units), %lld "
-                           "segments x %lld tiles in %lld wave%s, grid %u x %d",
-                      pl->nhwc ? "NHWC" : "NCHW", (long long)geo->rows, (long long)geo->cw,
-                      geo->stages == 2 ? "double-buffered (the next tile loads during this one)"
-                                       : "single-buffered (the next tile prefetched into L2)",
-                      geo->smem, pl->vec_layout ? "16-byte" : "1-element", (long long)geo->num_segments,
-                      (long long)geo->k_tiles, (long long)geo->waves, geo->waves == 1 ? "" : "s", pl->grid_main,
-                      CNORM_THREADS);
+    frost__buf_printf(out, "; %s tiles of %lld rows x %lld channels (%zu B shared memory, %s units), %lld segments x "
+                           "%lld tiles in %lld wave%s, grid %u x %d",
+                      pl->nhwc ? "NHWC" : "NCHW", (long long)geo->rows, (long long)geo->cw, geo->smem,
+                      pl->vec_layout ? "16-byte" : "1-element", (long long)geo->num_segments, (long long)geo->k_tiles,
+                      (long long)geo->waves, geo->waves == 1 ? "" : "s", pl->grid_main, CNORM_THREADS);
     if (pl->params.flags & CNORM_F_RUNNING)
         frost__buf_printf(out, "; one pass normalizing with the running statistics");
     else if (geo->resident)
@@ -648,8 +597,7 @@ static void cnorm_describe(const void *plan, frost__buf *out)
         frost__buf_printf(out, "; a segment exceeds one wave: statistics, finalize (%s), then a second read of x",
                           pl->keys[ENTRY_FINALIZE].entry);
     if (pl->use[ENTRY_DPARAMS])
-        frost__buf_printf(out, "; d_scale / d_bias summed per channel by %s in fixed order (grid %u x %u)",
-                          pl->keys[ENTRY_DPARAMS].entry, pl->grid_dparams, pl->dparams_chunks);
+        frost__buf_printf(out, "; d_scale / d_bias summed per channel by %s in fixed order", pl->keys[ENTRY_DPARAMS].entry);
 }
 
 const frost__op_impl frost__cnorm_fwd_cuda = {

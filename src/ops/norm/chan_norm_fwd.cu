@@ -33,14 +33,6 @@
  * shared memory, the apply, the exchange) is ~4-5 us and overlaps the next tile's
  * prefetch.  So ~3.6 TB/s effective if L2 keeps the prefetched wave, ~3.0 TB/s if not.
  *
- * Two stages (FROST_CNORM_STAGES=2, chan_norm_kernel.cuh): the next tile loads into the
- * other half of shared memory during this one.  Floors at 4.0 TB/s: 32x512x64x64 67 us,
- * 128x256x32x32 34 us (x + y).  Measured on the H200 (2026-12-02, frost-bench, tiles
- * halved to fit twice): GroupNorm 32x512x64x64 310 us (one stage: 213), BatchNorm 345
- * (352); 128x256x32x32 GroupNorm 163 (72), BatchNorm 175 (180).  Time per wave grew only
- * ~0.08 us per KB of tile but started at ~7 us, so more, smaller tiles lost more than the
- * overlap won; one stage stays the default until that fixed cost is found.
- *
  * Entry points: cnorm_fwd_kernel (modes RESIDENT, STATS, APPLY — see the header) and
  * cnorm_fwd_finalize_kernel (the fallback's merge: one warp per set).
  */
@@ -54,24 +46,13 @@ typedef struct fwd_smem {
     float *set_mean, *set_m2, *fin_mean, *fin_rstd; /* per set */
     float *scratch;
     int *flag;
-    int next;         /* the tile to load into the other stage, -1 when issued or none */
-    frost_io *next_x; /* that stage */
 } fwd_smem;
 
-/* Issues the loads of the pending next tile (every thread calls it, once it is due). */
-FROST_DEVICE void fwd_issue_next(const cnorm_params *p, fwd_smem *m)
-{
-    if (m->next >= 0)
-        cn_issue_stage(p, m->next, m->next_x, 0);
-    m->next = -1;
-}
-
-/* Stage s's tile at base + s * tile; the arrays after the last stage. */
 FROST_DEVICE void fwd_carve(const cnorm_params *p, unsigned char *base, fwd_smem *m)
 {
-    const uint64_t tile = cn_tile_bytes(p);
+    const uint64_t tile = CNORM_TILE_BYTES(cn_tile_elems(p), sizeof(frost_io));
     m->x = (frost_io *)base;
-    float *ch = (float *)(base + (uint64_t)p->stages * tile);
+    float *ch = (float *)(base + tile);
     m->sum = ch;
     m->sq = ch + p->cw;
     m->coef_a = ch + 2 * p->cw;
@@ -145,7 +126,7 @@ FROST_DEVICE void fwd_tile_stats(const cnorm_params *p, const cnorm_tile *tl, co
 }
 
 /* Final mean / rstd of every set of the tile's window into fin_mean / fin_rstd. */
-FROST_DEVICE void fwd_resolve_stats(const cnorm_params *p, const cnorm_tile *tl, int t, fwd_smem *m)
+FROST_DEVICE void fwd_resolve_stats(const cnorm_params *p, const cnorm_tile *tl, int t, const fwd_smem *m)
 {
     const int tid = threadIdx.x;
     if (p->mode == CNORM_MODE_APPLY) {
@@ -194,9 +175,7 @@ FROST_DEVICE void fwd_resolve_stats(const cnorm_params *p, const cnorm_tile *tl,
             }
         }
         cn_release(p, tl->seg);
-        fwd_issue_next(p, m);
     } else {
-        fwd_issue_next(p, m); /* after the arrival's fence, so that it does not wait for these loads */
         cn_wait_final(p, tl->seg);
         for (int j = tid; j < p->sets; j += CNORM_THREADS) {
             float v[4];
@@ -256,48 +235,33 @@ FROST_DEVICE void fwd_apply(const cnorm_params *p, const cnorm_tile *tl, const f
     }
 }
 
-/* Tiles t = blockIdx.x, + gridDim.x, ...; with two stages tile t + gridDim.x loads into the
- * other stage while this one is worked on (see the header of chan_norm_kernel.cuh). */
 extern "C" __global__ void __launch_bounds__(CNORM_THREADS, 1) cnorm_fwd_kernel(const __grid_constant__ cnorm_params p)
 {
     extern __shared__ uint4 cnorm_smem[];
-    unsigned char *base = (unsigned char *)cnorm_smem;
-    const uint64_t tile_bytes = cn_tile_bytes(&p);
     fwd_smem m;
-    fwd_carve(&p, base, &m);
-    int stage = 0;
-    if ((int)blockIdx.x < p.num_tiles)
-        cn_issue_stage(&p, blockIdx.x, m.x, 0);
+    fwd_carve(&p, (unsigned char *)cnorm_smem, &m);
+    const frost_io *x = (const frost_io *)p.x;
     for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
         const cnorm_tile tl = cn_tile(&p, t);
-        const int next = t + (int)gridDim.x;
-        m.x = (frost_io *)(base + (uint64_t)stage * tile_bytes);
-        cn_cp_async_wait_all();
-        __syncthreads(); /* tile t has landed; the other stage's last reader (tile t - gridDim.x) is done */
-        m.next = -1;
-        if (next < p.num_tiles) {
-            if (p.stages == 2) {
-                m.next = next;
-                m.next_x = (frost_io *)(base + (uint64_t)(stage ^ 1) * tile_bytes);
-                if (p.mode != CNORM_MODE_RESIDENT || p.k_tiles == 1)
-                    fwd_issue_next(&p, &m); /* else once this tile has arrived at its barrier */
-            } else {
-                const cnorm_tile nt = cn_tile(&p, next);
-                cn_prefetch_tile(&p, &nt, (const frost_io *)p.x, p.x_sn);
-            }
+        if (p.vec_ok) {
+            cn_load_tile(&p, &tl, x, p.x_sn, m.x, CN_VEC);
+            cn_cp_async_wait_all();
+        } else {
+            cn_load_tile(&p, &tl, x, p.x_sn, m.x, 1);
+        }
+        __syncthreads();
+        if (t + (int)gridDim.x < p.num_tiles) {
+            const cnorm_tile next = cn_tile(&p, t + gridDim.x);
+            cn_prefetch_tile(&p, &next, x, p.x_sn);
         }
         fwd_resolve_stats(&p, &tl, t, &m);
-        fwd_issue_next(&p, &m);
         if (p.mode != CNORM_MODE_STATS) {
             if (p.vec_ok)
                 fwd_apply(&p, &tl, &m, CN_VEC);
             else
                 fwd_apply(&p, &tl, &m, 1);
         }
-        __syncthreads(); /* the stage and the arrays are reused */
-        if (next < p.num_tiles && p.stages == 1)
-            cn_issue_stage(&p, next, m.x, 0);
-        stage ^= p.stages - 1;
+        __syncthreads(); /* the tile and the arrays are reused */
     }
 }
 

@@ -18,13 +18,6 @@
  * [rows][pitch] for NHWC (pitch = cw rounded up to 8, so every row is 16-byte aligned) and
  * [cw][pitch = rows] for NCHW, so every pass after the load is on chip.
  *
- * Stages (params.stages).  With 2 the shared memory holds two tiles (a *stage* is one tile
- * of each data tensor): as soon as a tile has landed, the block issues the cp.async loads of
- * its next tile into the other stage, so HBM streams that tile in while the block takes
- * statistics, waits at its segment's barrier, applies and stores the current one.  With 1
- * (tiles too large to double) the next tile is only asked into L2 and loaded after the
- * store, as before.
- *
  * Modes (params.mode):
  *   RESIDENT  load, per-set tile statistics, exchange with the segment's other tiles
  *             through the workspace (when k_tiles > 1), normalize from shared memory,
@@ -73,8 +66,7 @@
 #define CNORM_PART_FLOATS_BWD 8 /* count, mean, M2, s1 | s2, -, -, - */
 #define CNORM_FINAL_FLOATS 4    /* mean, inv_std, s1, s2 (s1, s2 centred on mean) */
 
-/* Shared memory of a block: stages x tensors tiles, 4 per-channel and 5 per-set float
- * arrays, scratch. */
+/* Shared memory of a block: tiles, 4 per-channel and 5 per-set float arrays, scratch. */
 #define CNORM_CH_ARRAYS 4
 #define CNORM_SET_ARRAYS 5
 #define CNORM_SCRATCH_FLOATS (8 * CNORM_THREADS) /* row phases x channels of the NHWC sums */
@@ -83,10 +75,9 @@
  * rows) elements: every shared row starts 16-byte aligned. */
 #define CNORM_PITCH_NHWC(cw) (((cw) + 7) / 8 * 8)
 #define CNORM_TILE_BYTES(elems, esize) CNORM_ALIGN16((uint64_t)(elems) * (uint64_t)(esize))
-#define CNORM_SMEM_BYTES(elems, cw, sets, esize, tensors, stages)                                                  \
-    ((uint64_t)(stages) * (tensors) * CNORM_TILE_BYTES(elems, esize) +                                             \
-     CNORM_ALIGN16(4ull * CNORM_CH_ARRAYS * (uint64_t)(cw)) + CNORM_ALIGN16(4ull * CNORM_SET_ARRAYS * (uint64_t)(sets)) + \
-     4ull * CNORM_SCRATCH_FLOATS + 16ull)
+#define CNORM_SMEM_BYTES(elems, cw, sets, esize, tensors)                                                          \
+    ((tensors) * CNORM_TILE_BYTES(elems, esize) + CNORM_ALIGN16(4ull * CNORM_CH_ARRAYS * (uint64_t)(cw)) +          \
+     CNORM_ALIGN16(4ull * CNORM_SET_ARRAYS * (uint64_t)(sets)) + 4ull * CNORM_SCRATCH_FLOATS + 16ull)
 
 typedef struct cnorm_params {
     const void *x;
@@ -106,7 +97,6 @@ typedef struct cnorm_params {
     int64_t inv_sn, inv_ss;
     int64_t scale_sc, bias_sc, rmean_sc, rvar_sc, dscale_sc, dbias_sc; /* per-channel strides */
     int64_t off_count, off_part, off_final, off_rec;                    /* workspace sections, bytes */
-    int64_t off_dcount, off_dpart; /* dparams: per channel block a counter; per (chunk, c) a partial */
     int32_t n, c, hw;
     int32_t cg;           /* channels per set */
     int32_t cw;           /* channels per window */
@@ -124,14 +114,12 @@ typedef struct cnorm_params {
     int32_t scale_dt;     /* FROST_DT_* of scale and bias, FROST_DT_NONE when absent */
     int32_t bias_dt;
     int32_t pitch;        /* elements between rows of a shared tile: NHWC cw rounded up to 8, NCHW rows */
-    int32_t stages;       /* tiles in shared memory per tensor: 2 = the next tile loads during this one */
-    int32_t dp_chunks;    /* dparams: chunks of the (n, tile) records per channel (gridDim.y) */
     int32_t reserved;
     float eps, momentum;
     float inv_m;          /* 1 / elements per set */
     float unbias;         /* M / (M - 1) (BatchNorm running variance) */
 } cnorm_params;
-#define CNORM_PARAMS_BYTES 352
+#define CNORM_PARAMS_BYTES 328
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
@@ -154,13 +142,9 @@ FROST_DEVICE void cn_cp_async16(void *smem, const void *gmem)
     asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(cn_smem_addr(smem)), "l"(gmem)
                  : "memory");
 }
-FROST_DEVICE void cn_cp_async_commit(void)
-{
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
 FROST_DEVICE void cn_cp_async_wait_all(void)
 {
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
 }
 FROST_DEVICE void cn_prefetch_l2(const void *gmem)
 {
@@ -413,8 +397,7 @@ FROST_DEVICE int cn_walk_sidx(const cnorm_params *p, const cnorm_walk *w)
 }
 
 /* Issues the loads of one tensor's tile into shared memory (cp.async on the vector path,
- * plain loads otherwise); the caller commits them (cn_cp_async_commit) and later waits with
- * cn_cp_async_wait_all + __syncthreads. */
+ * plain loads otherwise); the caller waits with cn_cp_async_wait_all + __syncthreads. */
 FROST_DEVICE void cn_load_tile(const cnorm_params *p, const cnorm_tile *tl, const frost_io *src, int64_t sn,
                                frost_io *tile, int vec)
 {
@@ -426,31 +409,6 @@ FROST_DEVICE void cn_load_tile(const cnorm_params *p, const cnorm_tile *tl, cons
             cn_cp_async16(tile + s, src + g);
         else
             tile[s] = src[g];
-    }
-}
-
-/* Bytes of one shared tile of one tensor; a stage is `tensors` of them (x, then dy). */
-FROST_DEVICE uint64_t cn_tile_bytes(const cnorm_params *p)
-{
-    return CNORM_TILE_BYTES(cn_tile_elems(p), sizeof(frost_io));
-}
-
-/* Issues the loads of tile t of x (and of dy when sdy is not NULL) into one stage and
- * commits them as one cp.async group.  The scalar path (vec_ok = 0) loads synchronously:
- * correct, but without the overlap. */
-FROST_DEVICE void cn_issue_stage(const cnorm_params *p, int t, frost_io *sx, frost_io *sdy)
-{
-    const cnorm_tile tl = cn_tile(p, t);
-    const int vec = p->vec_ok ? CN_VEC : 1;
-    if (vec > 1) {
-        cn_load_tile(p, &tl, (const frost_io *)p->x, p->x_sn, sx, CN_VEC);
-        if (sdy)
-            cn_load_tile(p, &tl, (const frost_io *)p->dy, p->dy_sn, sdy, CN_VEC);
-        cn_cp_async_commit();
-    } else {
-        cn_load_tile(p, &tl, (const frost_io *)p->x, p->x_sn, sx, 1);
-        if (sdy)
-            cn_load_tile(p, &tl, (const frost_io *)p->dy, p->dy_sn, sdy, 1);
     }
 }
 

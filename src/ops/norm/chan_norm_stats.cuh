@@ -9,7 +9,7 @@
  * array; NCHW: a team of warps owns a channel row).  The order of every addition depends
  * only on the tile's shape, never on timing.
  *
- * Exchange: each tile writes its partial record per set, then (after a block barrier) one acquire-release atomic
+ * Exchange: each tile writes its partial record per set, then a fence and one atomic
  * increment of the segment's counter.  The block that brings the counter to k_tiles merges
  * all k_tiles records of each set in index order (so results are bitwise repeatable no
  * matter which block comes last), writes the final record and the outputs only one writer
@@ -21,12 +21,7 @@
  * butterfly: deterministic.  Why it cannot deadlock: G <= #SMs resident blocks take tiles
  * t = b, b + G, b + 2G, ... and a segment has at most G tiles, so no block holds two tiles
  * of one segment, and every tile a block waits for belongs to a block whose earlier tiles
- * lie in earlier segments, which complete first (induction over segments).  Double
- * buffering adds no edge to that argument: a block issues the cp.async loads of tile
- * t + G before it waits at tile t's barrier, but those loads complete on their own (they
- * wait for no other block), and the block only waits for them at the top of its next
- * tile, after tile t's barrier has released.  Every block still holds one stage being
- * worked on and at most one being filled, and the grid is still one block per SM.
+ * lie in earlier segments, which complete first (induction over segments).
  */
 #ifndef FROST_CHAN_NORM_STATS_CUH
 #define FROST_CHAN_NORM_STATS_CUH
@@ -112,17 +107,10 @@ FROST_DEVICE void cn_sums_nhwc(const cnorm_params *p, const cnorm_tile *tl, cons
                         scratch[r0 * pitch + cu * CN_VEC + k] = a[k];
                 __syncthreads();
                 for (int cl = tid; cl < cw; cl += CNORM_THREADS) {
-                    /* up to 512 phases (narrow windows): 8 running sums keep 8 loads in
-                     * flight, added in a fixed order at the end */
-                    float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-                    int ph = 0;
-                    for (; ph + 8 <= per; ph += 8)
-#pragma unroll
-                        for (int u = 0; u < 8; u++)
-                            v[u] += scratch[(ph + u) * pitch + cl];
-                    for (; ph < per; ph++)
-                        v[0] += scratch[ph * pitch + cl];
-                    out[cl] = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+                    float v = 0.0f;
+                    for (int ph = 0; ph < per; ph++)
+                        v += scratch[ph * pitch + cl];
+                    out[cl] = v;
                 }
                 __syncthreads();
             } else if (active) {
@@ -310,18 +298,15 @@ FROST_DEVICE float *cn_final(const cnorm_params *p, int seg, int j)
 }
 
 /* Segment barrier, first half: this tile's partials are stored; count the arrival.
- * Returns (to every thread) whether this block is the segment's last arrival.  The block
- * barrier orders the other threads' record stores before thread 0's release (the pattern
- * of a cooperative grid sync); the atomic is acquire-release, so the last arrival then sees
- * every other tile's records.  No fence per thread: a fence waits for the issuing thread's
- * outstanding memory traffic, and a sequentially consistent one is slow under load. */
+ * Returns (to every thread) whether this block is the segment's last arrival. */
 FROST_DEVICE bool cn_arrive(const cnorm_params *p, int seg, int *flag)
 {
+    __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
         uint32_t *counter = (uint32_t *)(p->ws + p->off_count) + seg;
-        uint32_t old;
-        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
+        const uint32_t old = atomicAdd(counter, 1u);
+        __threadfence();
         *flag = old == (uint32_t)p->k_tiles - 1u;
     }
     __syncthreads();
@@ -331,11 +316,10 @@ FROST_DEVICE bool cn_arrive(const cnorm_params *p, int seg, int *flag)
 /* Second half, for the last arrival: its final records are stored; release the others. */
 FROST_DEVICE void cn_release(const cnorm_params *p, int seg)
 {
+    __threadfence();
     __syncthreads();
-    if (threadIdx.x == 0) {
-        uint32_t *counter = (uint32_t *)(p->ws + p->off_count) + seg;
-        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
-    }
+    if (threadIdx.x == 0)
+        atomicAdd((uint32_t *)(p->ws + p->off_count) + seg, 1u);
 }
 
 /* Second half, for everyone else: wait until the final records are out.  A wait longer
@@ -352,6 +336,7 @@ FROST_DEVICE void cn_wait_final(const cnorm_params *p, int seg)
             if (cn_globaltimer() - start > 30000000000ull)
                 __trap();
         }
+        __threadfence();
     }
     __syncthreads();
 }

@@ -9,11 +9,9 @@
  * sum of the partial rows [q * partials_per_out, (q + 1) * partials_per_out); blockIdx.z
  * strides over the out rows.
  *
- * A block covers 32 columns with 32 slices of partial rows: thread (slice s, column c)
- * adds rows first + s, first + s + 32, ... in that order (a warp reads 32 consecutive
- * floats per row: coalesced), then slice 0 adds the 32 slice sums in slice order.  32
- * slices (1024 threads) rather than 8 keep four times the loads in flight: with 8, the
- * H200 took 6.3-6.6 us for 4-13 MB of partials (ncu, 2026-12-02), latency-bound.  The
+ * A block covers 32 columns with 8 slices of partial rows: thread (slice s, column c)
+ * adds rows first + s, first + s + 8, ... in that order (a warp reads 32 consecutive
+ * floats per row: coalesced), then slice 0 adds the 8 slice sums in slice order.  The
  * order of every addition is fixed by the plan alone, so the result is bitwise
  * repeatable; an out row without partial rows (a backward over zero rows) is written as
  * zeros.
@@ -21,7 +19,7 @@
 #include "norm_kernel.cuh"
 
 #define REDUCE_COLS 32
-#define REDUCE_SLICES 32
+#define REDUCE_SLICES 8
 
 extern "C" __global__ void __launch_bounds__(REDUCE_COLS * REDUCE_SLICES)
     norm_bwd_reduce_kernel(const __grid_constant__ norm_reduce_params p)

@@ -26,7 +26,7 @@ FROST__STATIC_ASSERT(sizeof(norm_bwd_params) == NORM_BWD_PARAMS_BYTES, "norm_bwd
 FROST__STATIC_ASSERT(sizeof(norm_reduce_params) == NORM_REDUCE_PARAMS_BYTES, "norm_reduce_params layout");
 
 #define REDUCE_COLS 32      /* columns per block of the reduce kernel (norm_bwd_reduce.cu) */
-#define REDUCE_THREADS 1024 /* 32 columns x 32 slices */
+#define REDUCE_THREADS 256
 
 static frost_status norm_select(const frost_context *ctx, const frost__graph *g, const frost__node *n, void **plan_out,
                                 frost__buf *why)
