@@ -241,11 +241,12 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
         plan->nv = rule->looped_nv;
     }
     plan->block = plan->group < 256 ? 256 : plan->group;
-    /* Forward rows of up to 256 threads run as a plain grid, one row per row
+    /* RMSNorm forward rows of up to 256 threads run as a plain grid, one row per row
      * group: the hardware's block scheduler overlaps short blocks better than the
-     * persistent loop (sweep of 2026-12-02: RMSNorm 1.04-1.07x at hidden 1024 and
-     * 4096, 0.90x at 8192). */
-    plan->persistent = p->backward || frost__norm_tune("persist", plan->block > 256);
+     * persistent loop (sweeps of 2026-12-02, docs/PERF.md: 1.04-1.07x at hidden 1024 and
+     * 4096, 0.90x at 8192).  LayerNorm's longer row (two reductions) lost with it in both
+     * sweeps (0.92-0.95x), so it keeps the persistent loop and its ring prefetch. */
+    plan->persistent = p->backward || frost__norm_tune("persist", p->kind != FROST__NORM_RMS || plan->block > 256);
     plan->rows_per_block_groups = plan->block / plan->group;
     s = frost__adanorm_cuda_config(p, plan->rows_per_block_groups, &plan->ada, why);
     if (s != FROST_OK)
