@@ -12,10 +12,8 @@
  * select() decides support and the configuration in one place: the layout (every data
  * tensor NHWC, or every one NCHW; per-tensor n strides may differ), the vector path (16-byte
  * units when C (NHWC) or HW (NCHW) and the n strides are multiples of the unit; base
- * alignment is checked per launch), and the geometry.  choose_geometry() tries every window
- * width that divides C in whole sets and, per width, every tile count per segment up to one
- * per SM, and prices each by waves x rows x cw (one wave = one tile per SM), with a penalty
- * for NHWC windows narrower than a 128-byte line.  A configuration whose segment fits one
+ * alignment is checked per launch), and the geometry (chan_norm_geometry.c: the window,
+ * rows and tiles per segment, priced per wave).  A configuration whose segment fits one
  * wave runs RESIDENT: x (and dy) cross HBM once.  Otherwise the fallback runs three
  * kernels (per-tile statistics, a finalize that merges them, and an apply pass that reads x
  * again).  BatchNorm inference needs no statistics: one APPLY pass with the running ones.
@@ -33,8 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/norm/chan_norm.h"
-#include "ops/norm/chan_norm_kernel.cuh"
+#include "ops/norm/chan_norm_cuda.h"
 #include "runtime/runtime.h"
 
 FROST__STATIC_ASSERT(sizeof(cnorm_params) == CNORM_PARAMS_BYTES, "cnorm_params layout drifted");
@@ -52,17 +49,6 @@ static const char *const entry_names[2][NUM_ENTRIES] = {
 static const char *const kind_define[3] = {"KIND_GROUP", "KIND_INSTANCE", "KIND_BATCH"};
 static const char *const kind_label[3] = {"GroupNorm", "InstanceNorm", "BatchNorm"};
 
-typedef struct cnorm_shape {
-    int kind, nhwc, tensors; /* tensors held per tile: 1 (forward) or 2 */
-    int64_t n, c, hw, cg, esize, cw_unit;
-} cnorm_shape;
-
-typedef struct cnorm_geometry {
-    int64_t cw, sets, windows, rows, seg_rows, k_tiles, num_segments, num_tiles, waves;
-    int resident; /* one HBM pass; else statistics, finalize, apply */
-    size_t smem;
-} cnorm_geometry;
-
 typedef struct cnorm_plan {
     int backward, kind, nhwc, vec_layout, empty;
     frost_dtype dtype;
@@ -76,16 +62,6 @@ typedef struct cnorm_plan {
     cnorm_params params; /* everything but the pointers and the mode */
 } cnorm_plan;
 
-static int64_t ceil_div(int64_t a, int64_t b)
-{
-    return (a + b - 1) / b;
-}
-
-static int64_t align_up(int64_t v, int64_t a)
-{
-    return ceil_div(v, a) * a;
-}
-
 static int64_t gcd64(int64_t a, int64_t b)
 {
     while (b) {
@@ -93,133 +69,6 @@ static int64_t gcd64(int64_t a, int64_t b)
         a = b, b = t;
     }
     return a;
-}
-
-/* ------------------------------------------------------------------------------------ */
-/* Geometry                                                                              */
-/* ------------------------------------------------------------------------------------ */
-
-/* Elements of one shared-tile row per tile row: NHWC pads a pixel's cw channels to 8. */
-static int64_t row_elems(const cnorm_shape *s, int64_t cw)
-{
-    return s->nhwc ? CNORM_PITCH_NHWC(cw) : cw;
-}
-
-static size_t smem_bytes(const cnorm_shape *s, int64_t rows, int64_t cw)
-{
-    return (size_t)CNORM_SMEM_BYTES(rows * row_elems(s, cw), cw, cw / s->cg, s->esize, s->tensors);
-}
-
-/* The price of one tiling, in bytes one SM moves (or could have moved) over the whole
- * op: per wave, a tile's reads and writes, a fixed cost per tile (barriers and the passes'
- * start-up, ~0.5 us at an SM's share of HBM), and for a segment of several tiles the
- * exchange (~1.5 us of round trips) plus the merge of its k x sets records.  NHWC windows
- * narrower than a 128-byte line are marked up: each pixel's run shares its lines with
- * other windows. */
-#define TILE_FIXED_BYTES (16 * 1024)
-#define EXCHANGE_BYTES (48 * 1024)
-
-static double price(const cnorm_shape *s, int64_t waves, int64_t rows, int64_t cw, int64_t k)
-{
-    const double record = s->tensors == 2 ? 32.0 : 16.0;
-    double tile = (double)rows * (double)cw * (double)s->esize * (double)(s->tensors + 1) + TILE_FIXED_BYTES;
-    if (k > 1)
-        tile += EXCHANGE_BYTES + (double)k * (double)(cw / s->cg) * record / 4.0;
-    double cost = (double)waves * tile;
-    const int64_t run = cw * s->esize;
-    if (s->nhwc && cw < s->c && run < 128)
-        cost *= 1.0 + (double)(128 - run) / 256.0;
-    return cost;
-}
-
-/* Bytes of data (x, and dy for the backward) one tile holds at most.  Each SM asks L2 for
- * its next tile while it works on the current one, so a wave keeps about sm_count x cap
- * bytes of prefetched data in L2 (17 MB at 128 KB on 132 SMs) next to the lines being
- * written: the cap trades that footprint against per-tile overheads.  A guess until
- * measured; FROST_CNORM_TILE_KB overrides it (16..1024) for tuning. */
-#define TILE_BYTES_CAP (128 * 1024)
-
-static int64_t tile_bytes_cap(void)
-{
-    const char *env = getenv("FROST_CNORM_TILE_KB");
-    const long kb = env ? strtol(env, NULL, 10) : 0;
-    return kb >= 16 && kb <= 1024 ? (int64_t)kb * 1024 : TILE_BYTES_CAP;
-}
-
-/* Picks the window, rows and tiles per segment (see the top of the file).  stats: the op
- * computes statistics (else a single APPLY pass).  Returns 0 when not even 8 rows of the
- * narrowest window fit in `budget` bytes of shared memory. */
-static int choose_geometry(const cnorm_shape *s, size_t budget, int64_t sms, int stats, cnorm_geometry *out)
-{
-    const int64_t tile_cap = tile_bytes_cap();
-    const int64_t seg_rows = s->kind == FROST__CNORM_BATCH ? s->n * s->hw : s->hw;
-    double best = -1.0;
-    int best_resident = 0;
-    memset(out, 0, sizeof *out);
-    /* windows: the divisors of C made of whole units, narrowest first */
-    int64_t widths[2 * 1536];
-    int count = 0;
-    for (int64_t d = 1; d * d <= s->c && count + 2 <= (int)FROST__ARRAY_SIZE(widths); d++)
-        if (s->c % d == 0) {
-            widths[count++] = d;
-            if (d * d != s->c)
-                widths[count++] = s->c / d;
-        }
-    for (int i = 1; i < count; i++) /* insertion sort: a few dozen entries */
-        for (int j = i; j > 0 && widths[j] < widths[j - 1]; j--) {
-            const int64_t t = widths[j];
-            widths[j] = widths[j - 1], widths[j - 1] = t;
-        }
-    for (int wi = 0; wi < count; wi++) {
-        const int64_t cw = widths[wi];
-        if (cw % s->cw_unit != 0 || smem_bytes(s, CNORM_ROW_ALIGN, cw) > budget)
-            continue;
-        const int64_t fixed = (int64_t)smem_bytes(s, 0, cw);
-        const int64_t row_bytes = row_elems(s, cw) * s->esize;
-        int64_t rmax = ((int64_t)budget - fixed) / s->tensors / row_bytes;
-        while (rmax >= CNORM_ROW_ALIGN && smem_bytes(s, rmax / CNORM_ROW_ALIGN * CNORM_ROW_ALIGN, cw) > budget)
-            rmax -= CNORM_ROW_ALIGN;
-        rmax = rmax / CNORM_ROW_ALIGN * CNORM_ROW_ALIGN;
-        if (rmax > tile_cap / s->tensors / row_bytes)
-            rmax = tile_cap / s->tensors / row_bytes;
-        rmax = rmax / CNORM_ROW_ALIGN * CNORM_ROW_ALIGN;
-        if (rmax > align_up(seg_rows, CNORM_ROW_ALIGN))
-            rmax = align_up(seg_rows, CNORM_ROW_ALIGN);
-        if (rmax < CNORM_ROW_ALIGN)
-            continue;
-        const int64_t segs = (s->kind == FROST__CNORM_BATCH ? 1 : s->n) * (s->c / cw);
-        const int64_t kmin = ceil_div(seg_rows, rmax);
-        const int resident = stats && kmin <= sms;
-        /* tiles per segment: from the fewest that fit up to one per SM (resident) */
-        const int64_t kmax = resident ? (sms < ceil_div(seg_rows, CNORM_ROW_ALIGN) ? sms : ceil_div(seg_rows, 8)) : kmin;
-        int64_t k_best = 0, rows_best = 0;
-        double cost = 0.0;
-        for (int64_t k = kmin; k <= kmax; k++) {
-            const int64_t rows = align_up(ceil_div(seg_rows, k), CNORM_ROW_ALIGN), tiles = ceil_div(seg_rows, rows);
-            const double c = price(s, ceil_div(segs * tiles, sms), rows, cw, tiles);
-            if (k_best == 0 || c < cost)
-                k_best = tiles, rows_best = rows, cost = c;
-        }
-        if (stats && !resident)
-            cost *= 1.5; /* x read twice */
-        /* a resident tiling always beats the fallback; within 2% the wider window wins */
-        if (best >= 0.0 && (resident < best_resident || (resident == best_resident && cost > best * 1.02)))
-            continue;
-        best = best >= 0.0 && resident == best_resident && best < cost ? best : cost;
-        best_resident = resident;
-        out->cw = cw;
-        out->sets = cw / s->cg;
-        out->windows = s->c / cw;
-        out->rows = rows_best;
-        out->seg_rows = seg_rows;
-        out->k_tiles = k_best;
-        out->num_segments = segs;
-        out->num_tiles = segs * k_best;
-        out->waves = ceil_div(out->num_tiles, sms);
-        out->resident = resident;
-        out->smem = smem_bytes(s, rows_best, cw);
-    }
-    return best >= 0.0;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -359,13 +208,14 @@ static void plan_workspace(cnorm_plan *pl)
     int64_t at = 0;
     pl->counters = geo->resident && geo->k_tiles > 1;
     k->off_count = at;
-    at += pl->counters ? align_up(geo->num_segments * 4, 256) : 0;
+    at += pl->counters ? frost__cnorm_align_up(geo->num_segments * 4, 256) : 0;
     k->off_part = at;
-    at += stats && exchange ? align_up(geo->num_tiles * geo->sets * part_floats * 4, 256) : 0;
+    at += stats && exchange ? frost__cnorm_align_up(geo->num_tiles * geo->sets * part_floats * 4, 256) : 0;
     k->off_final = at;
-    at += stats && exchange ? align_up(geo->num_segments * geo->sets * CNORM_FINAL_FLOATS * 4, 256) : 0;
+    at += stats && exchange ? frost__cnorm_align_up(geo->num_segments * geo->sets * CNORM_FINAL_FLOATS * 4, 256) : 0;
     k->off_rec = at;
-    at += k->want_rec ? align_up((int64_t)k->n * k->c * (geo->k_tiles > 0 ? geo->k_tiles : 1) * 8, 256) : 0;
+    at +=
+        k->want_rec ? frost__cnorm_align_up((int64_t)k->n * k->c * (geo->k_tiles > 0 ? geo->k_tiles : 1) * 8, 256) : 0;
     pl->workspace = (size_t)at;
 }
 
@@ -398,8 +248,8 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
         return s;
     for (int i = 0; i < count; i++)
         if (p->slot[slots[i]].stride_n < 0 && p->n > 1) {
-            frost__buf_printf(why, "cuda channel norms need a non-negative n stride; %s's is %lld", slot_label[slots[i]],
-                              (long long)p->slot[slots[i]].stride_n);
+            frost__buf_printf(why, "cuda channel norms need a non-negative n stride; %s's is %lld",
+                              slot_label[slots[i]], (long long)p->slot[slots[i]].stride_n);
             return FROST_NOT_SUPPORTED;
         }
     if (p->n * p->spatial > MAX_ROWS || p->c > MAX_ROWS) {
@@ -433,12 +283,12 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
         const size_t budget = dev->smem_per_block_optin < dev->smem_per_sm - SMEM_RESERVED
                                   ? dev->smem_per_block_optin
                                   : dev->smem_per_sm - SMEM_RESERVED;
-        if (!choose_geometry(&sh, budget, dev->sm_count, stats, &pl->geo)) {
+        if (!frost__cnorm_choose_geometry(&sh, budget, dev->sm_count, stats, &pl->geo)) {
             frost__buf_printf(why, "cuda %s keeps at least %d rows of %lld channels (one %s) in shared memory: %zu "
                                    "bytes, more than the %zu this device allows per block",
                               kind_label[p->kind], CNORM_ROW_ALIGN, (long long)sh.cw_unit,
                               p->kind == FROST__CNORM_GROUP ? "group" : "vector of channels",
-                              smem_bytes(&sh, CNORM_ROW_ALIGN, sh.cw_unit), budget);
+                              frost__cnorm_smem_bytes(&sh, CNORM_ROW_ALIGN, sh.cw_unit), budget);
             free(pl);
             return FROST_NOT_SUPPORTED;
         }
@@ -457,8 +307,8 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
             fill_key(&pl->keys[e], p->backward, e, pl->dtype, pl->kind, nhwc);
     fill_params(p, pl);
     plan_workspace(pl);
-    pl->grid_finalize = (unsigned)ceil_div(pl->geo.num_segments * pl->geo.sets, CNORM_WARPS);
-    pl->grid_dparams = (unsigned)ceil_div(p->c, CNORM_WARPS);
+    pl->grid_finalize = (unsigned)frost__cnorm_ceil_div(pl->geo.num_segments * pl->geo.sets, CNORM_WARPS);
+    pl->grid_dparams = (unsigned)frost__cnorm_ceil_div(p->c, CNORM_WARPS);
     *plan_out = pl;
     return FROST_OK;
 }
@@ -467,7 +317,8 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
 /* build / workspace / execute                                                           */
 /* ------------------------------------------------------------------------------------ */
 
-static frost_status cnorm_build(const frost_context *ctx, const frost__node *n, void *plan, const frost_build_options *opt)
+static frost_status cnorm_build(const frost_context *ctx, const frost__node *n, void *plan,
+                                const frost_build_options *opt)
 {
     cnorm_plan *pl = plan;
     frost__device *dev = ctx->device;
@@ -597,7 +448,8 @@ static void cnorm_describe(const void *plan, frost__buf *out)
         frost__buf_printf(out, "; a segment exceeds one wave: statistics, finalize (%s), then a second read of x",
                           pl->keys[ENTRY_FINALIZE].entry);
     if (pl->use[ENTRY_DPARAMS])
-        frost__buf_printf(out, "; d_scale / d_bias summed per channel by %s in fixed order", pl->keys[ENTRY_DPARAMS].entry);
+        frost__buf_printf(out, "; d_scale / d_bias summed per channel by %s in fixed order",
+                          pl->keys[ENTRY_DPARAMS].entry);
 }
 
 const frost__op_impl frost__cnorm_fwd_cuda = {

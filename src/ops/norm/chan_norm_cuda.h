@@ -1,0 +1,45 @@
+/*
+ * chan_norm_cuda.h — what the cuda channel-norm engine (chan_norm_cuda.c) and its tiling
+ * (chan_norm_geometry.c) share: a problem's shape as the tiling sees it, the chosen
+ * geometry, and the two functions that size and choose it.  Private to src/ops/norm/.
+ */
+#ifndef FROST_OPS_CHAN_NORM_CUDA_H
+#define FROST_OPS_CHAN_NORM_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ops/norm/chan_norm.h"
+#include "ops/norm/chan_norm_kernel.cuh"
+
+typedef struct cnorm_shape {
+    int kind, nhwc, tensors; /* tensors held per tile: 1 (forward) or 2 */
+    int64_t n, c, hw, cg, esize, cw_unit;
+} cnorm_shape;
+
+typedef struct cnorm_geometry {
+    int64_t cw, sets, windows, rows, seg_rows, k_tiles, num_segments, num_tiles, waves;
+    int resident; /* one HBM pass; else statistics, finalize, apply */
+    size_t smem;
+} cnorm_geometry;
+
+static inline int64_t frost__cnorm_ceil_div(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+static inline int64_t frost__cnorm_align_up(int64_t v, int64_t a)
+{
+    return frost__cnorm_ceil_div(v, a) * a;
+}
+
+/* Shared memory of a tile of `rows` rows of a cw-channel window (data, per-channel and
+ * per-set arrays, scratch). */
+size_t frost__cnorm_smem_bytes(const cnorm_shape *s, int64_t rows, int64_t cw);
+
+/* Picks the window, rows and tiles per segment for `sms` SMs and `budget` bytes of shared
+ * memory per block; stats: the op computes statistics (else a single APPLY pass).
+ * Returns 0 when not even CNORM_ROW_ALIGN rows of the narrowest window fit. */
+int frost__cnorm_choose_geometry(const cnorm_shape *s, size_t budget, int64_t sms, int stats, cnorm_geometry *out);
+
+#endif /* FROST_OPS_CHAN_NORM_CUDA_H */
