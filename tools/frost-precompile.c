@@ -253,65 +253,13 @@ static void print_keys(const options *opt, pc_key_list *lists, int num_lists)
 /* ------------------------------------------------------------------------------------ */
 /* The report                                                                            */
 /* ------------------------------------------------------------------------------------ */
-/* Reads the number just before `suffix` on the line [line, end), or -1. */
-static int number_before(const char *line, const char *end, const char *suffix)
-{
-    size_t suffix_len = strlen(suffix);
-    for (const char *p = line; p + suffix_len <= end; p++) {
-        if (memcmp(p, suffix, suffix_len) != 0) {
-            continue;
-        }
-        const char *q = p;
-        while (q > line && q[-1] == ' ') {
-            q--;
-        }
-        const char *digits_end = q;
-        while (q > line && q[-1] >= '0' && q[-1] <= '9') {
-            q--;
-        }
-        if (q < digits_end) {
-            return atoi(q);
-        }
-    }
-    return -1;
-}
-
 /* The ptxas -v lines of `entry` in a log that frost__compile_report returned for a sibling
  * entry point of the same cubin (the runtime parses only the entry it was asked for). */
 static int entry_report(const char *log, const char *entry, frost__ptxas_info *info)
 {
-    char marker[160];
-    snprintf(marker, sizeof marker, "Compiling entry function '%s'", entry);
-    const char *line = strstr(log, marker);
     memset(info, 0, sizeof *info);
     info->registers = -1;
-    line = line ? strchr(line, '\n') : NULL;
-    while (line && *++line) {
-        const char *end = strchr(line, '\n');
-        end = end ? end : line + strlen(line);
-        const char *next_entry = strstr(line, "Compiling entry function");
-        if (next_entry && next_entry < end) {
-            break;
-        }
-        int v;
-        if ((v = number_before(line, end, "bytes stack frame")) >= 0) {
-            info->stack_bytes = v;
-        }
-        if ((v = number_before(line, end, "bytes spill stores")) >= 0) {
-            info->spill_store_bytes = v;
-        }
-        if ((v = number_before(line, end, "bytes spill loads")) >= 0) {
-            info->spill_load_bytes = v;
-        }
-        if ((v = number_before(line, end, "registers")) >= 0) {
-            info->registers = v;
-        }
-        if ((v = number_before(line, end, "bytes smem")) >= 0) {
-            info->static_smem = v;
-        }
-        line = *end ? end : NULL;
-    }
-    return info->registers >= 0;
+    return frost__ptxas_parse(log, entry, info);
 }
 
 static int spills(const frost__ptxas_info *info)

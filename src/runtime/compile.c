@@ -330,8 +330,8 @@ static int number_before(const char *line, const char *end, const char *suffix)
     return -1;
 }
 
-/* Parses ptxas -v lines that follow "Compiling entry function '<entry>'". */
-static int parse_ptxas_report(const char *log, const char *entry, frost__ptxas_info *info)
+/* Parses ptxas -v lines that follow "Compiling entry function '<entry>'" (runtime.h). */
+int frost__ptxas_parse(const char *log, const char *entry, frost__ptxas_info *info)
 {
     char marker[160];
     snprintf(marker, sizeof marker, "Compiling entry function '%s'", entry);
@@ -380,7 +380,7 @@ frost_status frost__compile_report(const frost__kernel_key *key, const char *arc
     if (s == FROST_OK) {
         s = run_nvrtc(in, arch, "--ptxas-options=-v", NULL, NULL, log);
     }
-    if (s == FROST_OK && !parse_ptxas_report(frost__buf_str(log), key->entry, info)) {
+    if (s == FROST_OK && !frost__ptxas_parse(frost__buf_str(log), key->entry, info)) {
         s = frost__fail(FROST_COMPILE_FAILED, "kernel %s for %s: ptxas reported nothing for entry %s",
                         frost__buf_str(&in->printable), arch, key->entry);
     }

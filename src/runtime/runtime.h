@@ -184,6 +184,12 @@ typedef struct frost__ptxas_info {
     int static_smem;       /* bytes of static shared memory */
 } frost__ptxas_info;
 
+/* Reads the ptxas -v lines of entry point `entry` from a compile log (as returned by
+ * frost__compile_report, for that entry or a sibling of the same cubin) into info;
+ * returns 1 when its registers were found, 0 when not (info untouched when the entry's
+ * report is missing altogether). */
+int frost__ptxas_parse(const char *log, const char *entry, frost__ptxas_info *info);
+
 /* Compiles key for arch with NVRTC and --ptxas-options=-v, bypassing every cache, and
  * parses the ptxas report of key->entry from the log (which it appends to *log; caller
  * frees).  COMPILE_FAILED when the compile fails or ptxas reports nothing for the entry. */
