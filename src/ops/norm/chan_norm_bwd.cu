@@ -67,17 +67,6 @@ FROST_DEVICE void bwd_carve(const cnorm_params *p, unsigned char *base, bwd_smem
     m->flag = (int *)(m->scratch + CNORM_SCRATCH_FLOATS);
 }
 
-FROST_DEVICE void seg_origin(const cnorm_params *p, int seg, int *n, int *c0)
-{
-#if defined(KIND_BATCH)
-    *n = 0;
-    *c0 = seg * p->cw;
-#else
-    *n = seg / p->windows;
-    *c0 = (seg - *n * p->windows) * p->cw;
-#endif
-}
-
 /* Merged record of a set -> (mean, r, s1, s2); BatchNorm's finalizer also writes d_bias
  * and d_scale of the channel. */
 FROST_DEVICE void bwd_finish_set(const cnorm_params *p, int n, int c0, int j, cnorm_stat st, float out[4])
@@ -333,7 +322,7 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS) cnorm_bwd_finalize_k
     if ((threadIdx.x & 31) == 0) {
         int n, c0;
         float f[4];
-        seg_origin(&p, seg, &n, &c0);
+        cn_seg_origin(&p, seg, &n, &c0);
         bwd_finish_set(&p, n, c0, j, st, f);
         cn_st_v4(cn_final(&p, seg, j), f[0], f[1], f[2], f[3]);
     }

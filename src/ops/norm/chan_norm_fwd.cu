@@ -66,17 +66,6 @@ FROST_DEVICE void fwd_carve(const cnorm_params *p, unsigned char *base, fwd_smem
     m->flag = (int *)(m->scratch + CNORM_SCRATCH_FLOATS);
 }
 
-FROST_DEVICE void seg_origin(const cnorm_params *p, int seg, int *n, int *c0)
-{
-#if defined(KIND_BATCH)
-    *n = 0;
-    *c0 = seg * p->cw;
-#else
-    *n = seg / p->windows;
-    *c0 = (seg - *n * p->windows) * p->cw;
-#endif
-}
-
 /* The outputs only a set's finalizer writes: saved statistics and running statistics. */
 FROST_DEVICE void fwd_set_outputs(const cnorm_params *p, int n, int c0, int j, float mean, float var, float rstd)
 {
@@ -277,7 +266,7 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS) cnorm_fwd_finalize_k
     if ((threadIdx.x & 31) == 0) {
         int n, c0;
         float mean, rstd;
-        seg_origin(&p, seg, &n, &c0);
+        cn_seg_origin(&p, seg, &n, &c0);
         fwd_finish_set(&p, n, c0, j, st, &mean, &rstd);
         cn_st_v4(cn_final(&p, seg, j), mean, rstd, 0.0f, 0.0f);
     }

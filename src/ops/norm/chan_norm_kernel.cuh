@@ -245,6 +245,18 @@ typedef struct cnorm_tile {
     int q0, nq;     /* first row (n * hw + p) and number of rows */
 } cnorm_tile;
 
+/* The sample and first channel of segment seg (BatchNorm: the window over the whole batch). */
+FROST_DEVICE void cn_seg_origin(const cnorm_params *p, int seg, int *n, int *c0)
+{
+#if defined(KIND_BATCH)
+    *n = 0;
+    *c0 = seg * p->cw;
+#else
+    *n = seg / p->windows;
+    *c0 = (seg - *n * p->windows) * p->cw;
+#endif
+}
+
 FROST_DEVICE cnorm_tile cn_tile(const cnorm_params *p, int t)
 {
     cnorm_tile tl;
