@@ -14,11 +14,11 @@
  * variant that merged per-thread (count, mean, M2) summaries with Chan's formula was
  * measured on the H200 (2026-12-02) at 0.54-0.72x of this: the merges' divisions, done
  * redundantly by every thread, cost more than the barrier they save.  Then y is written
- * once.  HBM sees x read once and
- * y written once, which is the whole cost of this kernel.
+ * once.  HBM sees x read once and y written once, which is the whole cost of this kernel.
  *
- * To keep loads in flight the grid is persistent (the host sizes it to the resident
- * blocks) and walks rows with a stride.  With STAGES > 1 (vector keys) each row group
+ * The kernel walks rows with a grid stride, so any grid covers them: the host launches a
+ * persistent grid (sized to the resident blocks) or, for RMSNorm rows of small row
+ * groups, one block per ROWS_PER_BLOCK rows (norm_cuda_config.c says why).  With STAGES > 1 (vector keys) each row group
  * keeps its next STAGES - 1 rows in flight through a cp.async ring in shared memory;
  * otherwise it issues the loads of its next row into registers before it computes the
  * current one.  x is loaded with L1::no_allocate or cp.async.cg (read once, past L1) so
