@@ -1,0 +1,139 @@
+/*
+ * test_norm_cuda_plan.c — the cuda engine's configuration of LayerNorm and RMSNorm,
+ * checked on the host (no GPU needed): frost__norm_cuda_config() (norm_cuda_config.c)
+ * on problems built by the public add functions, so the layouts are what the engines see.
+ *
+ * Each case names the row group, units a thread, chunked or not, ring depth and grid kind
+ * the table must give (the choices docs/PERF.md's sweeps stand behind), and a phrase its
+ * kernel key must hold.  FROST_NORM_TUNE overrides are checked to reach the plan and the
+ * key, and an unset variable to leave the table alone.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "ops/norm/norm_cuda.h"
+#include "runtime/runtime.h"
+#include "test_util.h"
+
+static frost_context *cpu;
+
+typedef struct plan_case {
+    const char *name;
+    int rms, backward;
+    int64_t rows, cols;
+    frost_dtype dtype;
+    const char *tune; /* FROST_NORM_TUNE for this case (NULL: unset) */
+    int group, nv, looped, stages, persistent;
+    const char *key_has; /* a phrase the key must contain (NULL: none) */
+} plan_case;
+
+static const plan_case cases[] = {
+    /* name, rms, bwd, rows, cols, dtype, tune, group, nv, looped, stages, persistent, key has */
+    {"rms fwd 4096: one-pass grid", 1, 0, 16384, 4096, FROST_BF16, NULL, 256, 2, 0, 2, 0, "STAGES=2"},
+    {"ln fwd 4096: persistent", 0, 0, 16384, 4096, FROST_BF16, NULL, 256, 2, 0, 2, 1, "KIND_LAYER"},
+    {"rms fwd 1024: 4 row groups a block", 1, 0, 65536, 1024, FROST_BF16, NULL, 64, 2, 0, 2, 0, "GROUP=64"},
+    {"rms fwd 8192: 512-thread rows stay persistent", 1, 0, 8192, 8192, FROST_BF16, NULL, 512, 2, 0, 2, 1, NULL},
+    {"rms fwd 16384: 4 units, ring-resident", 1, 0, 4096, 16384, FROST_BF16, NULL, 512, 4, 0, 2, 1, "NV=4"},
+    {"rms fwd 32768: chunked", 1, 0, 1024, 32768, FROST_BF16, NULL, 1024, 2, 1, 0, 1, "LOOPED"},
+    {"rms bwd 4096", 1, 1, 16384, 4096, FROST_BF16, NULL, 256, 2, 0, 2, 1, "DSCALE"},
+    {"ln bwd 12288: 3 units", 0, 1, 1024, 12288, FROST_BF16, NULL, 512, 3, 0, 2, 1, "NV=3"},
+    {"ln bwd 16384: 4 units from the ring, not chunked", 0, 1, 4096, 16384, FROST_BF16, NULL, 512, 4, 0, 2, 1,
+     "STAGES=2"},
+    {"rms bwd f32 16384: chunked", 1, 1, 256, 16384, FROST_F32, NULL, 512, 1, 1, 0, 1, "LOOPED"},
+    {"rms fwd 1001: scalar path, no ring", 1, 0, 512, 1001, FROST_BF16, NULL, 128, 8, 0, 0, 0, "VEC=1"},
+    {"tune: stages=3,persist=1", 1, 0, 16384, 4096, FROST_BF16, "stages=3,persist=1", 256, 2, 0, 3, 1, "STAGES=3"},
+    {"tune: l2=1 reaches the key", 0, 1, 16384, 4096, FROST_BF16, "l2=1", 256, 2, 0, 2, 1, "L2_256"},
+    {"tune: nv=4 on 4096", 1, 0, 16384, 4096, FROST_BF16, "nv=4", 128, 4, 0, 2, 0, "NV=4"},
+    {"tune: stages=0 is register prefetch", 0, 0, 8192, 8192, FROST_BF16, "stages=0", 512, 2, 0, 0, 1, NULL},
+    {"tune: persist=0 on a backward is ignored", 1, 1, 16384, 4096, FROST_BF16, "persist=0", 256, 2, 0, 2, 1, NULL},
+};
+#define NUM_CASES ((int)(sizeof cases / sizeof cases[0]))
+
+static frost_tensor add(frost_graph *g, const char *name, frost_dtype dt, int rank, const int64_t *dims)
+{
+    frost_tensor_desc d = {.name = name, .dtype = dt, .rank = rank};
+    frost_tensor id = 0;
+    for (int i = 0; i < rank; ++i)
+        d.dims[i] = dims[i];
+    TU_OK(frost_graph_add_tensor(g, &d, &id));
+    return id;
+}
+
+static void add_node(frost_graph *g, const plan_case *c)
+{
+    const int64_t dims[2] = {c->rows, c->cols}, pdims[1] = {c->cols};
+    frost_tensor x = add(g, "x", c->dtype, 2, dims), w = add(g, "scale", c->dtype, 1, pdims);
+    if (!c->backward) {
+        frost_norm_desc d = {.x = x, .scale = w};
+        frost_norm_outputs o = {.y = FROST_TENSOR_AUTO, .inv_std = FROST_TENSOR_AUTO};
+        if (!c->rms)
+            d.bias = add(g, "bias", c->dtype, 1, pdims), o.mean = FROST_TENSOR_AUTO;
+        TU_OK(c->rms ? frost_graph_add_rmsnorm(g, &d, &o) : frost_graph_add_layernorm(g, &d, &o));
+        return;
+    }
+    frost_norm_backward_desc d = {.x = x, .d_y = add(g, "d_y", c->dtype, 2, dims), .scale = w, .has_bias = !c->rms};
+    frost_norm_grads o = {.d_x = FROST_TENSOR_AUTO, .d_scale = FROST_TENSOR_AUTO};
+    if (!c->rms)
+        o.d_bias = FROST_TENSOR_AUTO;
+    TU_OK(c->rms ? frost_graph_add_rmsnorm_backward(g, &d, &o) : frost_graph_add_layernorm_backward(g, &d, &o));
+}
+
+static void run_case(int index, const plan_case *c)
+{
+    tu_set_context("test_norm_cuda_plan", 0, index, c->name);
+    frost_graph *g = NULL;
+    const int f0 = tu_failures();
+    TU_OK(frost_graph_create(cpu, &g));
+    add_node(g, c);
+    if (tu_failures() != f0 || !g->g.num_nodes) {
+        frost_graph_destroy(g);
+        return;
+    }
+    if (c->tune)
+        setenv("FROST_NORM_TUNE", c->tune, 1);
+    else
+        unsetenv("FROST_NORM_TUNE");
+    frost__norm_plan plan;
+    frost__buf why = {0}, text = {0};
+    const frost_status s = frost__norm_cuda_config(g->g.nodes[0].problem, &plan, &why);
+    unsetenv("FROST_NORM_TUNE");
+    if (s != FROST_OK) {
+        tu_failf("refused: %s", frost__buf_str(&why));
+    } else {
+        frost__key_print(&plan.key, &text);
+        const char *k = frost__buf_str(&text);
+        if (plan.group != c->group || plan.nv != c->nv || plan.looped != c->looped || plan.stages != c->stages ||
+            plan.persistent != c->persistent)
+            tu_failf("group %d nv %d looped %d stages %d persistent %d; expected %d %d %d %d %d (key %s)", plan.group,
+                     plan.nv, plan.looped, plan.stages, plan.persistent, c->group, c->nv, c->looped, c->stages,
+                     c->persistent, k);
+        if (c->key_has && !strstr(k, c->key_has))
+            tu_failf("key %s lacks \"%s\"", k, c->key_has);
+        if (!c->tune && strstr(k, "L2_256"))
+            tu_failf("key %s asks for 256-byte L2 fetches without FROST_NORM_TUNE", k);
+    }
+    frost__buf_free(&why);
+    frost__buf_free(&text);
+    frost_graph_destroy(g);
+}
+
+int main(void)
+{
+    const int only = tu_case_filter();
+    int run_count = 0;
+    TU_OK(frost_context_create(NULL, &cpu));
+    if (!cpu)
+        return tu_finish(0);
+    for (int i = 0; i < NUM_CASES; ++i) {
+        if (only >= 0 && only != i)
+            continue;
+        tu_case_begin();
+        run_case(i, &cases[i]);
+        tu_case_end();
+        ++run_count;
+    }
+    frost_context_destroy(cpu);
+    return tu_finish(run_count);
+}
