@@ -541,3 +541,40 @@ frost_status frost_graph_explain(const frost_graph *graph, char *buf, size_t cap
     frost__buf_free(&out);
     return FROST_OK;
 }
+
+void frost__dims_str(char *buf, size_t cap, int rank, const int64_t *dims)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < rank && len + 1 < cap; ++i) {
+        int n = snprintf(buf + len, cap - len, "%s%lld", i ? "," : "", (long long)dims[i]);
+        if (n < 0)
+            break;
+        len += (size_t)n;
+    }
+}
+
+int frost__elements_overlap(int rank, const int64_t *dims, const int64_t *strides)
+{
+    int64_t st[FROST_MAX_RANK], dm[FROST_MAX_RANK];
+    int n = 0;
+    for (int i = 0; i < rank; ++i) {
+        if (dims[i] == 0)
+            return 0; /* no elements at all */
+        if (dims[i] > 1)
+            st[n] = strides[i], dm[n++] = dims[i];
+    }
+    for (int i = 1; i < n; ++i) /* insertion sort by stride */
+        for (int j = i; j > 0 && st[j] < st[j - 1]; --j) {
+            const int64_t ts = st[j], td = dm[j];
+            st[j] = st[j - 1], dm[j] = dm[j - 1];
+            st[j - 1] = ts, dm[j - 1] = td;
+        }
+    int64_t reach = 1; /* elements spanned by the dims sorted so far */
+    for (int i = 0; i < n; ++i) {
+        if (st[i] < reach)
+            return 1;
+        reach += st[i] * (dm[i] - 1);
+    }
+    return 0;
+}

@@ -204,6 +204,11 @@ frost_tensor frost__tensor_new_output(frost__graph *g, const char *name, frost_d
 frost_status frost__graph_add_node(frost__graph *g, frost__op op, const frost_tensor *slots, void *problem);
 /* Fails with BAD_STATE if g is already built, INVALID_ARGUMENT if g is NULL. */
 frost_status frost__graph_check_mutable(const frost__graph *g, const char *fn);
+/* "2,3,4" into buf (truncated to cap), for messages that quote dims. */
+void frost__dims_str(char *buf, size_t cap, int rank, const int64_t *dims);
+/* Nonzero when two different indices of a tensor of these dims and (non-negative) strides
+ * reach the same element: outputs must not, or their writes would race. */
+int frost__elements_overlap(int rank, const int64_t *dims, const int64_t *strides);
 
 /* Element offset of index (i0..i_{rank-1}) in tensor t, with ragged offsets resolved:
  * for a ragged tensor (dims [b, h, s, d]) the caller passes ragged_start = offsets[b]. */

@@ -254,7 +254,7 @@ static void cnorm_describe(const frost__graph *g, const frost__node *n, frost__b
     char dims[160];
     if (!p)
         return;
-    frost__cnorm_dims_str(dims, sizeof dims, p->spatial_rank, p->spatial_dims);
+    frost__dims_str(dims, sizeof dims, p->spatial_rank, p->spatial_dims);
     frost__buf_printf(out, "N=%lld C=%lld", (long long)p->n, (long long)p->c);
     if (p->kind == FROST__CNORM_GROUP)
         frost__buf_printf(out, " G=%lld", (long long)p->groups);

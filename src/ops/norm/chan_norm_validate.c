@@ -45,18 +45,6 @@ frost_status frost__cnorm_bad(const frost__cnorm_add *a, int slot, const frost__
     return frost__fail(FROST_INVALID_ARGUMENT, "%s: %s '%s': %s", a->fn, frost__cnorm_slot_names[slot], t->name, msg);
 }
 
-void frost__cnorm_dims_str(char *buf, size_t cap, int rank, const int64_t *dims)
-{
-    size_t len = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < rank && len + 1 < cap; ++i) {
-        int k = snprintf(buf + len, cap - len, "%s%lld", i ? "," : "", (long long)dims[i]);
-        if (k < 0)
-            break;
-        len += (size_t)k;
-    }
-}
-
 /* ---- inputs ------------------------------------------------------------------------ */
 
 /* Looks up an input; id 0 is "absent" (an error when required). */
@@ -86,7 +74,7 @@ static frost_status check_exact_shape(frost__cnorm_add *a, int slot, const frost
                                       const int64_t *dims, const char *why)
 {
     char want[160];
-    frost__cnorm_dims_str(want, sizeof want, rank, dims);
+    frost__dims_str(want, sizeof want, rank, dims);
     if (t->rank != rank)
         return frost__cnorm_bad(a, slot, t, "rank expected %d (dims [%s]: %s), got %d", rank, want, why, t->rank);
     for (int i = 0; i < rank; ++i)
@@ -161,31 +149,6 @@ frost_status frost__cnorm_check_input(frost__cnorm_add *a, int slot, const frost
 
 /* Does a tensor address one element twice?  Sorted by stride, each stride must reach past
  * everything the smaller ones span; a 0 stride on a dim of size > 1 fails at once. */
-static int elements_overlap(const frost__tensor *t)
-{
-    int64_t st[FROST_MAX_RANK], dm[FROST_MAX_RANK];
-    int n = 0;
-    for (int i = 0; i < t->rank; ++i) {
-        if (t->dims[i] == 0)
-            return 0;
-        if (t->dims[i] > 1)
-            st[n] = t->strides[i], dm[n++] = t->dims[i];
-    }
-    for (int i = 1; i < n; ++i)
-        for (int j = i; j > 0 && st[j] < st[j - 1]; --j) {
-            int64_t ts = st[j], td = dm[j];
-            st[j] = st[j - 1], dm[j] = dm[j - 1];
-            st[j - 1] = ts, dm[j - 1] = td;
-        }
-    int64_t reach = 1; /* elements spanned by the dims sorted so far */
-    for (int i = 0; i < n; ++i) {
-        if (st[i] < reach)
-            return 1;
-        reach += st[i] * (dm[i] - 1);
-    }
-    return 0;
-}
-
 /* ---- X and the shared attributes --------------------------------------------------- */
 
 /* Checks X, epsilon and num_groups; fills the problem's dims.  computes_stats: the op takes
@@ -288,7 +251,7 @@ static frost_status check_output(frost__cnorm_add *a, const frost__cnorm_out *o,
         return frost__fail(FROST_NOT_SUPPORTED, "%s: %s '%s' has ragged offsets; channel-norm outputs are dense", a->fn,
                            frost__cnorm_slot_names[o->slot], t->name);
     frost_status s = frost__cnorm_check_input(a, o->slot, t, o->dtype);
-    if (s == FROST_OK && elements_overlap(t))
+    if (s == FROST_OK && frost__elements_overlap(t->rank, t->dims, t->strides))
         return frost__cnorm_bad(a, o->slot, t,
                                 "its strides address some elements twice (a broadcast or overlapping output); "
                                 "give it distinct elements");

@@ -39,8 +39,6 @@ typedef struct frost__cnorm_out {
 /* INVALID_ARGUMENT with the message prefixed by "fn: slot 'name': " (by "fn: " when t is NULL). */
 frost_status frost__cnorm_bad(const frost__cnorm_add *a, int slot, const frost__tensor *t, const char *fmt, ...)
     FROST__PRINTF(4, 5);
-/* "2,3,4" into buf. */
-void frost__cnorm_dims_str(char *buf, size_t cap, int rank, const int64_t *dims);
 
 /* Starts an add call: clears the error, checks graph, descriptor and output struct, and
  * allocates a->p (freed by the caller unless frost__cnorm_finish handed it to the graph). */

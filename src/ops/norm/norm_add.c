@@ -33,18 +33,6 @@ static const char *tname(const frost__tensor *t)
     return t->name ? t->name : "?";
 }
 
-static void dims_str(char *buf, size_t cap, int rank, const int64_t *dims)
-{
-    size_t len = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < rank && len + 1 < cap; ++i) {
-        int n = snprintf(buf + len, cap - len, "%s%lld", i ? "," : "", (long long)dims[i]);
-        if (n < 0)
-            break;
-        len += (size_t)n;
-    }
-}
-
 static int is_io_dtype(frost_dtype t)
 {
     return t == FROST_F32 || t == FROST_F16 || t == FROST_BF16;
@@ -157,7 +145,7 @@ static frost_status check_exact_shape(frost__norm_add *a, int slot, const frost_
                            frost__norm_slot_names[slot], tname(t), rank, why, t->rank);
     for (int i = 0; i < rank; ++i)
         if (t->dims[i] != dims[i]) {
-            dims_str(want, sizeof want, rank, dims);
+            frost__dims_str(want, sizeof want, rank, dims);
             return frost__fail(FROST_INVALID_ARGUMENT, "%s: %s '%s': dim %d expected %lld (dims [%s]: %s), got %lld",
                                a->fn, frost__norm_slot_names[slot], tname(t), i, (long long)dims[i], want, why,
                                (long long)t->dims[i]);
@@ -192,34 +180,6 @@ frost_status frost__norm_check_stats_input(frost__norm_add *a, int slot, const f
 
 /* A written tensor must not address one element twice.  Sufficient test: sorted by
  * stride, every stride reaches past everything the smaller ones span. */
-static int elements_overlap(int rank, const int64_t *dims, const int64_t *strides)
-{
-    int64_t st[FROST_MAX_RANK], dm[FROST_MAX_RANK];
-    int n = 0;
-    for (int i = 0; i < rank; ++i) {
-        if (dims[i] == 0)
-            return 0;
-        if (dims[i] == 1)
-            continue;
-        st[n] = strides[i] < 0 ? -strides[i] : strides[i];
-        dm[n] = dims[i];
-        ++n;
-    }
-    for (int i = 1; i < n; ++i) /* insertion sort by stride */
-        for (int j = i; j > 0 && st[j] < st[j - 1]; --j) {
-            int64_t ts = st[j], td = dm[j];
-            st[j] = st[j - 1], dm[j] = dm[j - 1];
-            st[j - 1] = ts, dm[j - 1] = td;
-        }
-    int64_t extent = 1;
-    for (int i = 0; i < n; ++i) {
-        if (st[i] < extent)
-            return 1;
-        extent += st[i] * (dm[i] - 1);
-    }
-    return 0;
-}
-
 /* Checks a caller-provided output tensor against its spec. */
 static frost_status check_output(frost__norm_add *a, const frost__norm_out *o, const frost__norm_out *outs)
 {
@@ -255,7 +215,7 @@ static frost_status check_output(frost__norm_add *a, const frost__norm_out *o, c
     if (t->dtype != o->dtype)
         return frost__fail(FROST_INVALID_ARGUMENT, "%s: %s '%s': dtype expected %s, got %s", a->fn, what, tname(t),
                            frost_dtype_name(o->dtype), frost_dtype_name(t->dtype));
-    if (elements_overlap(t->rank, t->dims, t->strides))
+    if (frost__elements_overlap(t->rank, t->dims, t->strides))
         return frost__fail(FROST_INVALID_ARGUMENT,
                            "%s: %s '%s': its strides address some elements twice (a broadcast or overlapping "
                            "output); give it distinct elements",
