@@ -348,14 +348,12 @@ frost_status frost__cnorm_begin(frost__cnorm_add *a, frost_graph *graph, const c
     a->fn = fn;
     a->op = op;
     frost__clear_error();
-    if (!graph)
-        return frost__fail(FROST_INVALID_ARGUMENT, "%s: graph is NULL", fn);
-    frost_status s = frost__graph_check_mutable(&graph->g, fn);
+    a->g = graph ? &graph->g : NULL;
+    frost_status s = frost__graph_check_mutable(a->g, fn); /* NULL graph: INVALID_ARGUMENT */
     if (s != FROST_OK)
         return s;
     if (!desc || !outs)
         return frost__fail(FROST_INVALID_ARGUMENT, "%s: %s is NULL", fn, desc ? "output struct" : "descriptor");
-    a->g = &graph->g;
     a->p = calloc(1, sizeof *a->p);
     if (!a->p)
         return frost__fail(FROST_OUT_OF_MEMORY, "%s: no memory for the problem", fn);

@@ -411,16 +411,14 @@ frost_status frost__norm_add_begin(frost__norm_add *a, frost_graph *graph, const
     a->fn = fn;
     a->op = op;
     frost__clear_error();
-    if (!graph)
-        return frost__fail(FROST_INVALID_ARGUMENT, "%s: graph is NULL", fn);
-    frost_status s = frost__graph_check_mutable(&graph->g, fn);
+    a->g = graph ? &graph->g : NULL;
+    frost_status s = frost__graph_check_mutable(a->g, fn); /* NULL graph: INVALID_ARGUMENT */
     if (s != FROST_OK)
         return s;
     if (!desc)
         return frost__fail(FROST_INVALID_ARGUMENT, "%s: descriptor is NULL", fn);
     if (!outs)
         return frost__fail(FROST_INVALID_ARGUMENT, "%s: output struct is NULL", fn);
-    a->g = &graph->g;
     a->p = calloc(1, sizeof *a->p);
     if (!a->p)
         return frost__fail(FROST_OUT_OF_MEMORY, "%s: no memory for the problem", fn);
