@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# norm_sweep.sh — times the norm suite under several FROST_NORM_TUNE settings (developer
-# tuning overrides of the cuda norm configuration table, src/ops/norm/norm_cuda.c) and
-# prints GB/s per case and setting, best marked.  On a GPU machine, after a build:
+# norm_sweep.sh — times a norm suite under several developer tuning settings and prints
+# GB/s per case and setting, best marked.  On a GPU machine, after a build:
 #
-#   bench/norm_sweep.sh [BUILD_DIR] [SUITE] -- "setting" "setting" ...
+#   bench/norm_sweep.sh [BUILD_DIR] [SUITE|CASES_FILE] -- "setting" "setting" ...
 #
-# "" is the table's own choice.  Writes $OUT/sweep.jsonl (each line tagged with its setting).
+# A setting is a FROST_NORM_TUNE value (overrides of the row-norm configuration table,
+# src/ops/norm/norm_cuda_config.c), or environment assignments when it starts with FROST_
+# ("FROST_CNORM_BLOCKS=2 FROST_CNORM_TILE_KB=64": the channel-norm tiling,
+# src/ops/norm/chan_norm_geometry.c).  "" is the engines' own choice.  A CASES_FILE holds
+# one frost-bench argument list per line.  Writes $OUT/sweep.jsonl (each line tagged with
+# its setting).
 set -uo pipefail
 BUILD=${1:-build-gpu}
 SUITE=${2:-norm}
@@ -14,9 +18,15 @@ shift 2 2>/dev/null
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 : >"$OUT/sweep.jsonl"
+if [[ -f $SUITE ]]; then mapfile -t CASES < <(grep -v '^ *\(#\|$\)' "$SUITE"); else CASES=("--suite $SUITE"); fi
 for t in "$@"; do
-    FROST_NORM_TUNE=$t "$BUILD/tools/frost-bench" --suite "$SUITE" --json "$OUT/sweep-one.jsonl" >/dev/null 2>&1
-    sed "s/^{/{\"tune\":\"$t\",/" "$OUT/sweep-one.jsonl" >>"$OUT/sweep.jsonl"
+    envs=(FROST_NORM_TUNE="$t")
+    [[ $t == FROST_* ]] && read -ra envs <<<"$t"
+    for args in "${CASES[@]}"; do
+        # shellcheck disable=SC2086  # args is an argument list
+        env "${envs[@]}" "$BUILD/tools/frost-bench" $args --json "$OUT/sweep-one.jsonl" >/dev/null 2>&1
+        sed "s/^{/{\"tune\":\"$t\",/" "$OUT/sweep-one.jsonl" >>"$OUT/sweep.jsonl"
+    done
 done
 rm -f "$OUT/sweep-one.jsonl"
 python3 - "$OUT/sweep.jsonl" <<'PY'

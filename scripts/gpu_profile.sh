@@ -57,7 +57,7 @@ for args in "${CASES[@]}"; do
     # shellcheck disable=SC2086
     timeout 120 ncu --clock-control none --cache-control all -c 8 \
         --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-        --section MemoryWorkloadAnalysis --section SchedulerStats \
+        --section MemoryWorkloadAnalysis --section SchedulerStats --section SourceCounters \
         "$BUILD/tools/frost-bench" $args --runs 1 --warmup 0 --exact 2>&1 | sed "s/^/[$i] /" >>"$OUT/prof.txt"
     # shellcheck disable=SC2086
     timeout 120 ncu --clock-control none --cache-control all -c 8 --csv --print-units base --metrics "$METRICS" \

@@ -63,8 +63,8 @@ FROST_DEVICE void bwd_carve(const cnorm_params *p, unsigned char *base, bwd_smem
     m->fin_mu = set + 2 * p->sets;
     m->fin_s1 = set + 3 * p->sets;
     m->fin_s2 = set + 4 * p->sets;
-    m->scratch = (float *)((unsigned char *)set + CNORM_ALIGN16(4ull * CNORM_SET_ARRAYS * p->sets));
-    m->flag = (int *)(m->scratch + CNORM_SCRATCH_FLOATS);
+    m->flag = (int *)((unsigned char *)set + CNORM_ALIGN16(4ull * CNORM_SET_ARRAYS * p->sets));
+    m->scratch = (float *)(m->flag + 4);
 }
 
 /* Merged record of a set -> (mean, r, s1, s2); BatchNorm's finalizer also writes d_bias
@@ -274,7 +274,7 @@ FROST_DEVICE void bwd_apply(const cnorm_params *p, const cnorm_tile *tl, const b
     }
 }
 
-extern "C" __global__ void __launch_bounds__(CNORM_THREADS, 1) cnorm_bwd_kernel(const __grid_constant__ cnorm_params p)
+extern "C" __global__ void __launch_bounds__(CNORM_THREADS, CNORM_MIN_BLOCKS) cnorm_bwd_kernel(const __grid_constant__ cnorm_params p)
 {
     extern __shared__ uint4 cnorm_smem[];
     bwd_smem m;

@@ -19,9 +19,10 @@
  * again).  BatchNorm inference needs no statistics: one APPLY pass with the running ones.
  *
  * Residency: a RESIDENT launch with more than one tile per segment has blocks wait for
- * each other, so it is launched with at most one block per SM (the kernels declare
- * __launch_bounds__(512, 1) and build checks the compiled registers), which the device can
- * always hold at once.  The counters of that exchange are zeroed by a memset on the
+ * each other, so it is launched with exactly the blocks per SM the geometry counted on
+ * (1 to CNORM_MIN_BLOCKS; the kernels' launch bounds cut registers for that many, and build
+ * checks the compiled registers and shared memory), all of which the device holds at
+ * once.  The counters of that exchange are zeroed by a memset on the
  * caller's stream before each launch; nothing else is allocated or hashed at execute.
  *
  * Kernel keys: DTYPE_F32|F16|BF16, KIND_GROUP|INSTANCE|BATCH, LAYOUT_NCHW|NHWC, per entry
@@ -280,10 +281,10 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
                           .hw = p->spatial, .esize = esize};
         sh.cg = p->kind == FROST__CNORM_GROUP ? p->c / p->groups : 1;
         sh.cw_unit = nhwc && pl->vec_layout ? sh.cg / gcd64(sh.cg, vec) * vec : sh.cg;
-        const size_t budget = dev->smem_per_block_optin < dev->smem_per_sm - SMEM_RESERVED
-                                  ? dev->smem_per_block_optin
-                                  : dev->smem_per_sm - SMEM_RESERVED;
-        if (!frost__cnorm_choose_geometry(&sh, budget, dev->sm_count, stats, &pl->geo)) {
+        const cnorm_device cd = {.sms = dev->sm_count, .smem_per_sm = dev->smem_per_sm,
+                                 .optin = dev->smem_per_block_optin, .reserved = SMEM_RESERVED};
+        const size_t budget = cd.optin < cd.smem_per_sm - cd.reserved ? cd.optin : cd.smem_per_sm - cd.reserved;
+        if (!frost__cnorm_choose_geometry(&sh, &cd, stats, &pl->geo)) {
             frost__buf_printf(why, "cuda %s keeps at least %d rows of %lld channels (one %s) in shared memory: %zu "
                                    "bytes, more than the %zu this device allows per block",
                               kind_label[p->kind], CNORM_ROW_ALIGN, (long long)sh.cw_unit,
@@ -336,15 +337,20 @@ static frost_status cnorm_build(const frost_context *ctx, const frost__node *n, 
     if (pl->geo.smem > k->dyn_smem_set)
         return frost__fail(FROST_INTERNAL, "cuda channel norm: a tile needs %zu bytes of shared memory, the kernel "
                                            "allows %zu", pl->geo.smem, k->dyn_smem_set);
-    /* blocks per SM: one for an exchange (all of a segment's tiles must run at once, and one
-     * is what the device surely holds); otherwise what registers and shared memory allow */
-    int64_t per_sm = 1;
-    if (!(pl->geo.resident && pl->geo.k_tiles > 1)) {
-        const int regs = k->attrs.registers > 0 ? (k->attrs.registers + 7) / 8 * 8 : 128;
-        const int64_t by_regs = 65536 / (regs * CNORM_THREADS);
-        const int64_t by_smem = (int64_t)(dev->smem_per_sm / (pl->geo.smem + SMEM_RESERVED));
-        per_sm = by_regs < by_smem ? by_regs : by_smem;
-        per_sm = per_sm < 1 ? 1 : per_sm > 4 ? 4 : per_sm;
+    /* blocks per SM: what registers and shared memory allow, up to the geometry's count for
+     * an exchange (a segment's tiles must all run at once: the geometry counted on exactly
+     * that many, and the kernels' launch bounds cut registers for CNORM_MIN_BLOCKS) */
+    const int regs = k->attrs.registers > 0 ? (k->attrs.registers + 7) / 8 * 8 : 128;
+    const int64_t by_regs = 65536 / (regs * CNORM_THREADS);
+    const int64_t by_smem = (int64_t)(dev->smem_per_sm / (pl->geo.smem + SMEM_RESERVED));
+    int64_t per_sm = by_regs < by_smem ? by_regs : by_smem;
+    per_sm = per_sm < 1 ? 1 : per_sm > 4 ? 4 : per_sm;
+    if (pl->geo.resident && pl->geo.k_tiles > 1) {
+        if (per_sm < pl->geo.blocks)
+            return frost__fail(FROST_INTERNAL, "cuda channel norm: the tiling counts on %lld blocks per SM, the "
+                                               "kernel (%d registers, %zu B shared memory) fits %lld",
+                               (long long)pl->geo.blocks, k->attrs.registers, pl->geo.smem, (long long)per_sm);
+        per_sm = pl->geo.blocks;
     }
     const int64_t grid = dev->sm_count * per_sm;
     pl->grid_main = (unsigned)(pl->geo.num_tiles < grid ? pl->geo.num_tiles : grid);
@@ -433,10 +439,11 @@ static void cnorm_describe(const void *plan, frost__buf *out)
     }
     frost__key_print(&pl->keys[ENTRY_MAIN], out);
     frost__buf_printf(out, "; %s tiles of %lld rows x %lld channels (%zu B shared memory, %s units), %lld segments x "
-                           "%lld tiles in %lld wave%s, grid %u x %d",
+                           "%lld tiles in %lld wave%s of %lld per SM, grid %u x %d",
                       pl->nhwc ? "NHWC" : "NCHW", (long long)geo->rows, (long long)geo->cw, geo->smem,
                       pl->vec_layout ? "16-byte" : "1-element", (long long)geo->num_segments, (long long)geo->k_tiles,
-                      (long long)geo->waves, geo->waves == 1 ? "" : "s", pl->grid_main, CNORM_THREADS);
+                      (long long)geo->waves, geo->waves == 1 ? "" : "s", (long long)geo->blocks, pl->grid_main,
+                      CNORM_THREADS);
     if (pl->params.flags & CNORM_F_RUNNING)
         frost__buf_printf(out, "; one pass normalizing with the running statistics");
     else if (geo->resident)

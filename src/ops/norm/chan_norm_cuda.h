@@ -17,9 +17,16 @@ typedef struct cnorm_shape {
     int64_t n, c, hw, cg, esize, cw_unit;
 } cnorm_shape;
 
+/* What the tiling needs to know of the device. */
+typedef struct cnorm_device {
+    int64_t sms;
+    size_t smem_per_sm, optin, reserved; /* shared memory per SM, per block (opt-in), per block taken */
+} cnorm_device;
+
 typedef struct cnorm_geometry {
     int64_t cw, sets, windows, rows, seg_rows, k_tiles, num_segments, num_tiles, waves;
-    int resident; /* one HBM pass; else statistics, finalize, apply */
+    int64_t blocks; /* resident blocks per SM; a wave is one tile per block */
+    int resident;   /* one HBM pass; else statistics, finalize, apply */
     size_t smem;
 } cnorm_geometry;
 
@@ -37,9 +44,9 @@ static inline int64_t frost__cnorm_align_up(int64_t v, int64_t a)
  * per-set arrays, scratch). */
 size_t frost__cnorm_smem_bytes(const cnorm_shape *s, int64_t rows, int64_t cw);
 
-/* Picks the window, rows and tiles per segment for `sms` SMs and `budget` bytes of shared
- * memory per block; stats: the op computes statistics (else a single APPLY pass).
- * Returns 0 when not even CNORM_ROW_ALIGN rows of the narrowest window fit. */
-int frost__cnorm_choose_geometry(const cnorm_shape *s, size_t budget, int64_t sms, int stats, cnorm_geometry *out);
+/* Picks the blocks per SM, window, rows and tiles per segment for `dev`; stats: the op
+ * computes statistics (else a single APPLY pass).  Returns 0 when not even
+ * CNORM_ROW_ALIGN rows of the narrowest window fit one block's shared memory. */
+int frost__cnorm_choose_geometry(const cnorm_shape *s, const cnorm_device *dev, int stats, cnorm_geometry *out);
 
 #endif /* FROST_OPS_CHAN_NORM_CUDA_H */

@@ -62,8 +62,8 @@ FROST_DEVICE void fwd_carve(const cnorm_params *p, unsigned char *base, fwd_smem
     m->set_m2 = set + p->sets;
     m->fin_mean = set + 2 * p->sets;
     m->fin_rstd = set + 3 * p->sets;
-    m->scratch = (float *)((unsigned char *)set + CNORM_ALIGN16(4ull * CNORM_SET_ARRAYS * p->sets));
-    m->flag = (int *)(m->scratch + CNORM_SCRATCH_FLOATS);
+    m->flag = (int *)((unsigned char *)set + CNORM_ALIGN16(4ull * CNORM_SET_ARRAYS * p->sets));
+    m->scratch = (float *)(m->flag + 4);
 }
 
 /* The outputs only a set's finalizer writes: saved statistics and running statistics. */
@@ -224,7 +224,7 @@ FROST_DEVICE void fwd_apply(const cnorm_params *p, const cnorm_tile *tl, const f
     }
 }
 
-extern "C" __global__ void __launch_bounds__(CNORM_THREADS, 1) cnorm_fwd_kernel(const __grid_constant__ cnorm_params p)
+extern "C" __global__ void __launch_bounds__(CNORM_THREADS, CNORM_MIN_BLOCKS) cnorm_fwd_kernel(const __grid_constant__ cnorm_params p)
 {
     extern __shared__ uint4 cnorm_smem[];
     fwd_smem m;

@@ -3,11 +3,13 @@
  * GroupNorm / InstanceNorm / BatchNorm problem into tiles: the window of channels, the
  * rows of a tile and the tiles per segment (terms: chan_norm_cuda.c's top comment).
  *
- * frost__cnorm_choose_geometry() tries every window width that divides C in whole sets
- * and, per width, every tile count per segment up to one per SM, and prices each by
- * waves x rows x cw (one wave = one tile per SM), with a penalty for NHWC windows narrower
- * than a 128-byte line.  A configuration whose segment fits one wave runs RESIDENT (x, and
- * dy, cross HBM once); otherwise the caller runs the three-kernel fallback.
+ * frost__cnorm_choose_geometry() tries 1 to CNORM_MIN_BLOCKS resident blocks per SM,
+ * and per count every window width that divides C in whole sets and every tile count per
+ * segment up to one per resident block, and prices each by waves x (bytes a wave moves per
+ * SM + the per-tile overheads, which other blocks' streaming hides), with a penalty for
+ * NHWC windows narrower than a 128-byte line.  A configuration whose segment fits one wave
+ * runs RESIDENT (x, and dy, cross HBM once); otherwise the caller runs the three-kernel
+ * fallback.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,51 +25,57 @@ static int64_t row_elems(const cnorm_shape *s, int64_t cw)
 
 size_t frost__cnorm_smem_bytes(const cnorm_shape *s, int64_t rows, int64_t cw)
 {
-    return (size_t)CNORM_SMEM_BYTES(rows * row_elems(s, cw), cw, cw / s->cg, s->esize, s->tensors);
+    const int64_t pitch = row_elems(s, cw);
+    return (size_t)CNORM_SMEM_BYTES(rows * pitch, cw, cw / s->cg, s->esize, s->tensors,
+                                    CNORM_SCRATCH_FLOATS(s->nhwc, pitch, 16 / s->esize));
 }
 
 /* The price of one tiling, in bytes one SM moves (or could have moved) over the whole
- * op: per wave, a tile's reads and writes, a fixed cost per tile (barriers and the passes'
- * start-up, ~0.5 us at an SM's share of HBM), and for a segment of several tiles the
- * exchange (~1.5 us of round trips) plus the merge of its k x sets records.  NHWC windows
- * narrower than a 128-byte line are marked up: each pixel's run shares its lines with
- * other windows. */
+ * op: per wave (one tile per resident block), the blocks' reads and writes, a fixed cost
+ * per tile (barriers and the passes' start-up, ~0.5 us at an SM's share of HBM), and for a
+ * segment of several tiles the exchange (~1.5 us of round trips) plus the merge of its
+ * k x sets records.  With several blocks per SM one block's overheads overlap the others'
+ * streaming, so a wave pays them once.  NHWC windows narrower than a 128-byte line are
+ * marked up: each pixel's run shares its lines with other windows. */
 #define TILE_FIXED_BYTES (16 * 1024)
 #define EXCHANGE_BYTES (48 * 1024)
 
-static double price(const cnorm_shape *s, int64_t waves, int64_t rows, int64_t cw, int64_t k)
+static double price(const cnorm_shape *s, int64_t waves, int64_t blocks, int64_t rows, int64_t cw, int64_t k)
 {
     const double record = s->tensors == 2 ? 32.0 : 16.0;
-    double tile = (double)rows * (double)cw * (double)s->esize * (double)(s->tensors + 1) + TILE_FIXED_BYTES;
+    double wave =
+        (double)blocks * (double)rows * (double)cw * (double)s->esize * (double)(s->tensors + 1) + TILE_FIXED_BYTES;
     if (k > 1)
-        tile += EXCHANGE_BYTES + (double)k * (double)(cw / s->cg) * record / 4.0;
-    double cost = (double)waves * tile;
+        wave += EXCHANGE_BYTES + (double)k * (double)(cw / s->cg) * record / 4.0;
+    double cost = (double)waves * wave;
     const int64_t run = cw * s->esize;
     if (s->nhwc && cw < s->c && run < 128)
         cost *= 1.0 + (double)(128 - run) / 256.0;
     return cost;
 }
 
-/* Bytes of data (x, and dy for the backward) one tile holds at most.  Each SM asks L2 for
- * its next tile while it works on the current one, so a wave keeps about sm_count x cap
- * bytes of prefetched data in L2 (17 MB at 128 KB on 132 SMs) next to the lines being
- * written: the cap trades that footprint against per-tile overheads.  A guess until
- * measured; FROST_CNORM_TILE_KB overrides it (16..1024) for tuning. */
-#define TILE_BYTES_CAP (128 * 1024)
+/* Bytes of data (x, and dy for the backward) one SM's tiles hold at most.  Each block
+ * asks L2 for its next tile while it works on the current one, so a wave keeps about
+ * sm_count x cap bytes of prefetched data in L2 (17 MB at 128 KB on 132 SMs) next to the
+ * lines being written: the cap trades that footprint against per-tile overheads.  A guess
+ * until measured.  For tuning (and the tests), FROST_CNORM_TILE_KB overrides it (16..1024,
+ * per tile) and FROST_CNORM_BLOCKS fixes the blocks per SM (1..CNORM_MIN_BLOCKS). */
+#define SM_BYTES_CAP (128 * 1024)
 
-static int64_t tile_bytes_cap(void)
+static int64_t env_int(const char *name, int64_t lo, int64_t hi)
 {
-    const char *env = getenv("FROST_CNORM_TILE_KB");
-    const long kb = env ? strtol(env, NULL, 10) : 0;
-    return kb >= 16 && kb <= 1024 ? (int64_t)kb * 1024 : TILE_BYTES_CAP;
+    const char *env = getenv(name);
+    const long v = env ? strtol(env, NULL, 10) : 0;
+    return v >= lo && v <= hi ? (int64_t)v : 0;
 }
 
 /* Picks the window, rows and tiles per segment (see the top of this file).  stats: the op
  * computes statistics (else a single APPLY pass).  Returns 0 when not even 8 rows of the
  * narrowest window fit in `budget` bytes of shared memory. */
-int frost__cnorm_choose_geometry(const cnorm_shape *s, size_t budget, int64_t sms, int stats, cnorm_geometry *out)
+int frost__cnorm_choose_geometry(const cnorm_shape *s, const cnorm_device *dev, int stats, cnorm_geometry *out)
 {
-    const int64_t tile_cap = tile_bytes_cap();
+    const int64_t tile_kb = env_int("FROST_CNORM_TILE_KB", 16, 1024),
+                  forced = env_int("FROST_CNORM_BLOCKS", 1, CNORM_MIN_BLOCKS);
     const int64_t seg_rows = s->kind == FROST__CNORM_BATCH ? s->n * s->hw : s->hw;
     double best = -1.0;
     int best_resident = 0;
@@ -86,60 +94,65 @@ int frost__cnorm_choose_geometry(const cnorm_shape *s, size_t budget, int64_t sm
             const int64_t t = widths[j];
             widths[j] = widths[j - 1], widths[j - 1] = t;
         }
-    for (int wi = 0; wi < count; wi++) {
-        const int64_t cw = widths[wi];
-        if (cw % s->cw_unit != 0 || frost__cnorm_smem_bytes(s, CNORM_ROW_ALIGN, cw) > budget)
-            continue;
-        const int64_t fixed = (int64_t)frost__cnorm_smem_bytes(s, 0, cw);
-        const int64_t row_bytes = row_elems(s, cw) * s->esize;
-        int64_t rmax = ((int64_t)budget - fixed) / s->tensors / row_bytes;
-        while (rmax >= CNORM_ROW_ALIGN &&
-               frost__cnorm_smem_bytes(s, rmax / CNORM_ROW_ALIGN * CNORM_ROW_ALIGN, cw) > budget)
-            rmax -= CNORM_ROW_ALIGN;
-        rmax = rmax / CNORM_ROW_ALIGN * CNORM_ROW_ALIGN;
-        if (rmax > tile_cap / s->tensors / row_bytes)
-            rmax = tile_cap / s->tensors / row_bytes;
-        rmax = rmax / CNORM_ROW_ALIGN * CNORM_ROW_ALIGN;
-        if (rmax > frost__cnorm_align_up(seg_rows, CNORM_ROW_ALIGN))
-            rmax = frost__cnorm_align_up(seg_rows, CNORM_ROW_ALIGN);
-        if (rmax < CNORM_ROW_ALIGN)
-            continue;
-        const int64_t segs = (s->kind == FROST__CNORM_BATCH ? 1 : s->n) * (s->c / cw);
-        const int64_t kmin = frost__cnorm_ceil_div(seg_rows, rmax);
-        const int resident = stats && kmin <= sms;
-        /* tiles per segment: from the fewest that fit up to one per SM (resident) */
-        const int64_t kmax =
-            resident
-                ? (sms < frost__cnorm_ceil_div(seg_rows, CNORM_ROW_ALIGN) ? sms : frost__cnorm_ceil_div(seg_rows, 8))
-                : kmin;
-        int64_t k_best = 0, rows_best = 0;
-        double cost = 0.0;
-        for (int64_t k = kmin; k <= kmax; k++) {
-            const int64_t rows = frost__cnorm_align_up(frost__cnorm_ceil_div(seg_rows, k), CNORM_ROW_ALIGN),
-                          tiles = frost__cnorm_ceil_div(seg_rows, rows);
-            const double c = price(s, frost__cnorm_ceil_div(segs * tiles, sms), rows, cw, tiles);
-            if (k_best == 0 || c < cost)
-                k_best = tiles, rows_best = rows, cost = c;
+    for (int64_t blocks = forced ? forced : 1; blocks <= (forced ? forced : CNORM_MIN_BLOCKS); blocks++) {
+        const int64_t slots = dev->sms * blocks, tile_cap = tile_kb ? tile_kb * 1024 : SM_BYTES_CAP / blocks;
+        const size_t per_sm = dev->smem_per_sm / (size_t)blocks - dev->reserved;
+        const size_t budget = dev->optin < per_sm ? dev->optin : per_sm;
+        for (int wi = 0; wi < count; wi++) {
+            const int64_t cw = widths[wi];
+            if (cw % s->cw_unit != 0 || frost__cnorm_smem_bytes(s, CNORM_ROW_ALIGN, cw) > budget)
+                continue;
+            const int64_t fixed = (int64_t)frost__cnorm_smem_bytes(s, 0, cw);
+            const int64_t row_bytes = row_elems(s, cw) * s->esize;
+            int64_t rmax = ((int64_t)budget - fixed) / s->tensors / row_bytes;
+            while (rmax >= CNORM_ROW_ALIGN &&
+                   frost__cnorm_smem_bytes(s, rmax / CNORM_ROW_ALIGN * CNORM_ROW_ALIGN, cw) > budget)
+                rmax -= CNORM_ROW_ALIGN;
+            rmax = rmax / CNORM_ROW_ALIGN * CNORM_ROW_ALIGN;
+            if (rmax > tile_cap / s->tensors / row_bytes)
+                rmax = tile_cap / s->tensors / row_bytes;
+            rmax = rmax / CNORM_ROW_ALIGN * CNORM_ROW_ALIGN;
+            if (rmax > frost__cnorm_align_up(seg_rows, CNORM_ROW_ALIGN))
+                rmax = frost__cnorm_align_up(seg_rows, CNORM_ROW_ALIGN);
+            if (rmax < CNORM_ROW_ALIGN)
+                continue;
+            const int64_t segs = (s->kind == FROST__CNORM_BATCH ? 1 : s->n) * (s->c / cw);
+            const int64_t kmin = frost__cnorm_ceil_div(seg_rows, rmax);
+            const int resident = stats && kmin <= slots;
+            /* tiles per segment: from the fewest that fit up to one per resident block */
+            const int64_t kmax = resident ? (slots < frost__cnorm_ceil_div(seg_rows, CNORM_ROW_ALIGN)
+                                                 ? slots
+                                                 : frost__cnorm_ceil_div(seg_rows, CNORM_ROW_ALIGN))
+                                          : kmin;
+            int64_t k_best = 0, rows_best = 0;
+            double cost = 0.0;
+            for (int64_t k = kmin; k <= kmax; k++) {
+                const int64_t rows = frost__cnorm_align_up(frost__cnorm_ceil_div(seg_rows, k), CNORM_ROW_ALIGN),
+                              tiles = frost__cnorm_ceil_div(seg_rows, rows);
+                const double c = price(s, frost__cnorm_ceil_div(segs * tiles, slots), blocks, rows, cw, tiles);
+                if (k_best == 0 || c < cost)
+                    k_best = tiles, rows_best = rows, cost = c;
+            }
+            if (stats && !resident)
+                cost *= 1.5; /* x read twice */
+            /* a resident tiling always beats the fallback; within 2% the wider window wins */
+            if (best >= 0.0 && (resident < best_resident || (resident == best_resident && cost > best * 1.02)))
+                continue;
+            best = best >= 0.0 && resident == best_resident && best < cost ? best : cost;
+            best_resident = resident;
+            out->cw = cw;
+            out->sets = cw / s->cg;
+            out->windows = s->c / cw;
+            out->rows = rows_best;
+            out->seg_rows = seg_rows;
+            out->k_tiles = k_best;
+            out->num_segments = segs;
+            out->num_tiles = segs * k_best;
+            out->waves = frost__cnorm_ceil_div(out->num_tiles, slots);
+            out->blocks = blocks;
+            out->resident = resident;
+            out->smem = frost__cnorm_smem_bytes(s, rows_best, cw);
         }
-        if (stats && !resident)
-            cost *= 1.5; /* x read twice */
-        /* a resident tiling always beats the fallback; within 2% the wider window wins */
-        if (best >= 0.0 && (resident < best_resident || (resident == best_resident && cost > best * 1.02)))
-            continue;
-        best = best >= 0.0 && resident == best_resident && best < cost ? best : cost;
-        best_resident = resident;
-        out->cw = cw;
-        out->sets = cw / s->cg;
-        out->windows = s->c / cw;
-        out->rows = rows_best;
-        out->seg_rows = seg_rows;
-        out->k_tiles = k_best;
-        out->num_segments = segs;
-        out->num_tiles = segs * k_best;
-        out->waves = frost__cnorm_ceil_div(out->num_tiles, sms);
-        out->resident = resident;
-        out->smem = frost__cnorm_smem_bytes(s, rows_best, cw);
     }
     return best >= 0.0;
 }
-

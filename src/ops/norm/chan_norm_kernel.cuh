@@ -49,6 +49,10 @@
 
 #define CNORM_THREADS 512
 #define CNORM_WARPS (CNORM_THREADS / 32)
+/* Blocks per SM the main kernels' registers are cut for (512 threads x 40 registers):
+ * up to three tiles in flight per SM, so one block's loads overlap another's statistics,
+ * barrier and stores (chan_norm_geometry.c chooses how many run). */
+#define CNORM_MIN_BLOCKS 3
 #define CNORM_ROW_ALIGN 8 /* rows per tile are a multiple of this (a 16-byte vector) */
 
 #define CNORM_MODE_RESIDENT 0
@@ -66,18 +70,26 @@
 #define CNORM_PART_FLOATS_BWD 8 /* count, mean, M2, s1 | s2, -, -, - */
 #define CNORM_FINAL_FLOATS 4    /* mean, inv_std, s1, s2 (s1, s2 centred on mean) */
 
-/* Shared memory of a block: tiles, 4 per-channel and 5 per-set float arrays, scratch. */
+/* Shared memory of a block: tiles, 4 per-channel and 5 per-set float arrays, a flag, scratch. */
 #define CNORM_CH_ARRAYS 4
 #define CNORM_SET_ARRAYS 5
-#define CNORM_SCRATCH_FLOATS (8 * CNORM_THREADS) /* row phases x channels of the NHWC sums */
+/* Scratch of the channel sums: NHWC row phases x pitch (one phase per warp when a warp's
+ * lanes fold onto whole rows: CNORM_THREADS / units phases otherwise, units = pitch / vec),
+ * NCHW three floats per warp. */
+#define CNORM_NHWC_FOLDS(units) ((units) <= 32 && 32 % (units) == 0)
+#define CNORM_SCRATCH_FLOATS(nhwc, pitch, vec)                                                                     \
+    (!(nhwc)                                 ? 3 * CNORM_WARPS                                                    \
+     : CNORM_NHWC_FOLDS((pitch) / (vec))     ? CNORM_WARPS * (pitch)                                              \
+     : (pitch) / (vec) <= CNORM_THREADS      ? CNORM_THREADS / ((pitch) / (vec)) * (pitch)                         \
+                                             : 0)
 #define CNORM_ALIGN16(b) (((b) + 15) / 16 * 16)
 /* A tile is rows x pitch (NHWC, pitch = cw rounded up to 8) or cw x pitch (NCHW, pitch =
  * rows) elements: every shared row starts 16-byte aligned. */
 #define CNORM_PITCH_NHWC(cw) (((cw) + 7) / 8 * 8)
 #define CNORM_TILE_BYTES(elems, esize) CNORM_ALIGN16((uint64_t)(elems) * (uint64_t)(esize))
-#define CNORM_SMEM_BYTES(elems, cw, sets, esize, tensors)                                                          \
+#define CNORM_SMEM_BYTES(elems, cw, sets, esize, tensors, scratch)                                                 \
     ((tensors) * CNORM_TILE_BYTES(elems, esize) + CNORM_ALIGN16(4ull * CNORM_CH_ARRAYS * (uint64_t)(cw)) +          \
-     CNORM_ALIGN16(4ull * CNORM_SET_ARRAYS * (uint64_t)(sets)) + 4ull * CNORM_SCRATCH_FLOATS + 16ull)
+     CNORM_ALIGN16(4ull * CNORM_SET_ARRAYS * (uint64_t)(sets)) + 16ull + 4ull * (uint64_t)(scratch))
 
 typedef struct cnorm_params {
     const void *x;

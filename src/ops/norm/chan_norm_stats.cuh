@@ -63,15 +63,23 @@ FROST_DEVICE void cn_tile_vec(const frost_io *tile, int i, float *v)
 }
 
 #if defined(LAYOUT_NHWC)
-/* NHWC: thread -> a 16-byte unit of channels and every per-th row; the row phases meet in
- * scratch (per x pitch <= CNORM_THREADS x CN_VEC floats).  Channels past cw in the last
- * unit are row padding: summed (garbage) but never written out. */
+/* NHWC: thread -> a 16-byte unit of channels and every per-th row.  Row phases meet in
+ * scratch: when a warp's lanes cover whole rows (units divides 32) they first fold in the
+ * warp (fixed butterfly), leaving one phase per warp; then `lanes` threads per channel add
+ * the phases (strided) and fold again.  Channels past cw in the last unit are row padding:
+ * summed (garbage) but never written out. */
 FROST_DEVICE void cn_sums_nhwc(const cnorm_params *p, const cnorm_tile *tl, const frost_io *sx, const frost_io *sdy,
                                const float *centre, const int what, bool with_sq, float *out0, float *out1,
                                float *out2, float *scratch)
 {
     const int tid = threadIdx.x, cw = p->cw, pitch = p->pitch, units = pitch / CN_VEC;
     const int per = units <= CNORM_THREADS ? CNORM_THREADS / units : 1;
+    const bool fold = CNORM_NHWC_FOLDS(units);
+    const int phases = fold ? CNORM_WARPS : per;
+    /* threads per channel for the phase sum: a power of two <= 32 with lanes * pitch <= threads */
+    int lanes = 1;
+    while (lanes < 32 && lanes * 2 <= phases && lanes * 2 * pitch <= CNORM_THREADS)
+        lanes *= 2;
     for (int base = 0; base < units; base += CNORM_THREADS) {
         const int cu = units <= CNORM_THREADS ? tid % units : base + tid;
         const int r0 = units <= CNORM_THREADS ? tid / units : 0;
@@ -98,27 +106,45 @@ FROST_DEVICE void cn_sums_nhwc(const cnorm_params *p, const cnorm_tile *tl, cons
         for (int sum = 0; sum < 3; sum++) {
             if (sum > 0 && what != CN_SUM_BWD)
                 break;
-            const float *a = sum == 0 ? a0 : sum == 1 ? a1 : a2;
+            float *a = sum == 0 ? a0 : sum == 1 ? a1 : a2;
             float *out = sum == 0 ? out0 : sum == 1 ? out1 : out2;
-            if (units <= CNORM_THREADS) {
+            if (units > CNORM_THREADS) {
                 if (active)
 #pragma unroll
                     for (int k = 0; k < CN_VEC; k++)
-                        scratch[r0 * pitch + cu * CN_VEC + k] = a[k];
-                __syncthreads();
-                for (int cl = tid; cl < cw; cl += CNORM_THREADS) {
-                    float v = 0.0f;
-                    for (int ph = 0; ph < per; ph++)
-                        v += scratch[ph * pitch + cl];
-                    out[cl] = v;
-                }
-                __syncthreads();
+                        if (cu * CN_VEC + k < cw)
+                            out[cu * CN_VEC + k] = a[k];
+                continue;
+            }
+            if (fold) {
+                for (int m = units; m < 32; m <<= 1)
+#pragma unroll
+                    for (int k = 0; k < CN_VEC; k++)
+                        a[k] += __shfl_xor_sync(0xffffffffu, a[k], m);
+                if ((tid & 31) < units)
+#pragma unroll
+                    for (int k = 0; k < CN_VEC; k++)
+                        scratch[(tid / 32) * pitch + cu * CN_VEC + k] = a[k];
             } else if (active) {
 #pragma unroll
                 for (int k = 0; k < CN_VEC; k++)
-                    if (cu * CN_VEC + k < cw)
-                        out[cu * CN_VEC + k] = a[k];
+                    scratch[r0 * pitch + cu * CN_VEC + k] = a[k];
             }
+            __syncthreads();
+            /* whole warps enter (lanes > 1: one round, pitch * lanes <= CNORM_THREADS) */
+            const int span = (pitch * lanes + 31) / 32 * 32;
+            for (int i = tid; i < span; i += CNORM_THREADS) {
+                const int cl = i / lanes, l = i % lanes; /* lanes of a channel are adjacent threads */
+                float v = 0.0f;
+                if (cl < pitch)
+                    for (int ph = l; ph < phases; ph += lanes)
+                        v += scratch[ph * pitch + cl];
+                for (int m = 1; m < lanes; m <<= 1)
+                    v += __shfl_xor_sync(0xffffffffu, v, m);
+                if (l == 0 && cl < cw)
+                    out[cl] = v;
+            }
+            __syncthreads();
         }
     }
     if (units > CNORM_THREADS)
