@@ -1,24 +1,22 @@
 /*
- * norm_cuda_config.c — which LayerNorm / RMSNorm / AdaLayerNorm problems the
- * cuda norm kernels cover and the whole configuration of each (kernel key, row
- * groups, units a thread, ring depth, grid kind): the table, the layout checks
- * and frost__norm_cuda_config(). One function decides both support and
- * configuration, so a support answer can never disagree with what build
- * compiles; norm_cuda.c's select calls it with the device's checks around it,
- * and frost__norm_cuda_keys() (norm_cuda_keys.c) calls it on typical problems
- * to list the keys frost-precompile should compile.
+ * norm_cuda_config.c — which LayerNorm / RMSNorm / AdaLayerNorm problems the cuda norm
+ * kernels cover and the whole configuration of each (kernel key, row groups, units a
+ * thread, ring depth, grid kind): the table, the layout checks and frost__norm_cuda_config().
+ * One function decides both support and configuration, so a support answer can never
+ * disagree with what build compiles; norm_cuda.c's select calls it with the device's checks
+ * around it, and frost__norm_cuda_keys() (norm_cuda_keys.c) calls it on typical problems to
+ * list the keys frost-precompile should compile.
  *
- * Layout legend: rows = prod(R...), cols = prod(C...) of X [R..., C...]; a
- * "unit" is what one thread loads at a time: a 16-byte vector (8 f16/bf16 or 4
- * f32 elements) on the vector path, one element on the scalar path.
+ * Layout legend: rows = prod(R...), cols = prod(C...) of X [R..., C...]; a "unit" is what
+ * one thread loads at a time: a 16-byte vector (8 f16/bf16 or 4 f32 elements) on the vector
+ * path, one element on the scalar path.
  *
- * The kernels (norm_fwd.cu, norm_bwd.cu, norm_bwd_reduce.cu; norm_kernel.cuh
- * has the shared parameter blocks and row helpers) need rows evenly spaced (the
- * outer dims collapse to one row stride) and the normalized dims contiguous;
- * anything else is refused with the constraint named, and the ref engine takes
- * it.  The vector path needs cols and every row stride to be multiples of the
- * unit; base-pointer alignment is only known at execute, so vector kernels
- * carry a scalar fallback chosen per launch.
+ * The kernels (norm_fwd.cu, norm_bwd.cu, norm_bwd_reduce.cu; norm_kernel.cuh has the shared
+ * parameter blocks and row helpers) need rows evenly spaced (the outer dims collapse to one
+ * row stride) and the normalized dims contiguous; anything else is refused with the
+ * constraint named, and the ref engine takes it.  The vector path needs cols and every row
+ * stride to be multiples of the unit; base-pointer alignment is only known at execute, so
+ * vector kernels carry a scalar fallback chosen per launch.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -31,37 +29,36 @@
 #define REDUCE_SOURCE "src/ops/norm/norm_bwd_reduce.cu"
 #define MAX_COLS (1 << 30) /* column offsets are int32 in the kernels */
 
-/* ------------------------------------------------------------------------------------
- */
-/* The launch-configuration table */
-/* ------------------------------------------------------------------------------------
- */
-/* Per direction and path: the row group (threads per row, a power of two) is
- * the smallest that gives each thread at most nv_pref units, capped at
- * max_group; units per thread NV = ceil(units / group) must then be <= nv_max,
- * else the row is walked in chunks (LOOPED: group = block = looped_block
- * threads, looped_nv units per chunk).  Blocks have max(group, 256) threads.
- * Vector paths stream rows through a `stages`-deep cp.async ring in shared
- * memory (fewer stages when the ring would pass RING_MAX_BYTES, register
- * prefetch below 2).  The limits come from ptxas on sm_90a and sm_80: no
- * spills, and registers low enough for 2+ blocks of 256 per SM.
+/* ------------------------------------------------------------------------------------ */
+/* The launch-configuration table                                                        */
+/* ------------------------------------------------------------------------------------ */
+/* Per direction and path: the row group (threads per row, a power of two) is the smallest
+ * that gives each thread at most nv_pref units, capped at max_group; units per thread
+ * NV = ceil(units / group) must then be <= nv_max, else the row is walked in chunks
+ * (LOOPED: group = block = looped_block threads, looped_nv units per chunk).  Blocks have
+ * max(group, 256) threads.  Vector paths stream rows through a `stages`-deep cp.async ring
+ * in shared memory (fewer stages when the ring would pass RING_MAX_BYTES, register
+ * prefetch below 2).  The limits come from ptxas on sm_90a and sm_80: no spills, and
+ * registers low enough for 2+ blocks of 256 per SM.
  *
- *   cols (bf16)   fwd group x NV         bwd group x NV        (f32: units are
- * 4 elements) 128           8 x 2   (32 rows/blk)  8 x 2  (32 rows/blk) 1000,
- * 1024    64 x 2   (4 rows/blk)  64 x 2  (4 rows/blk) 4096          256 x 2 256
- * x 2 5120          512 x 2                512 x 2 8192          512 x 2 512 x
- * 2 12288         512 x 3                512 x 3 16384         512 x 4 512 x 4
- * (x, dY re-read from the ring) > 16384       LOOPED                 LOOPED
+ *   cols (bf16)   fwd group x NV         bwd group x NV        (f32: units are 4 elements)
+ *   128           8 x 2   (32 rows/blk)  8 x 2  (32 rows/blk)
+ *   1000, 1024    64 x 2   (4 rows/blk)  64 x 2  (4 rows/blk)
+ *   4096          256 x 2                256 x 2
+ *   5120          512 x 2                512 x 2
+ *   8192          512 x 2                512 x 2
+ *   12288         512 x 3                512 x 3
+ *   16384         512 x 4                512 x 4 (x, dY re-read from the ring)
+ *   > 16384       LOOPED                 LOOPED
  *
- * Two ring stages (one row ahead): the FROST_NORM_TUNE sweep of 2026-12-02 on
- * the H200 (docs/PERF.md) found 2 stages with more resident blocks faster than
- * 3-4 stages with fewer, forward and backward, at every suite shape.
+ * Two ring stages (one row ahead): the FROST_NORM_TUNE sweep of 2026-12-02 on the H200
+ * (docs/PERF.md) found 2 stages with more resident blocks faster than 3-4 stages with
+ * fewer, forward and backward, at every suite shape.
  */
 typedef struct tile_rule {
     int nv_pref, nv_max, max_group;
     int looped_block, looped_nv;
-    int stages; /* depth of the cp.async row ring (vector path), 0: register
-                   prefetch */
+    int stages; /* depth of the cp.async row ring (vector path), 0: register prefetch */
 } tile_rule;
 
 enum { PATH_VEC16 = 0, PATH_VEC32 = 1, PATH_SCALAR = 2 };
@@ -72,20 +69,18 @@ static const tile_rule tile_rules[2][3] = {
     /* backward */
     {{2, 4, 512, 512, 1, 2}, {2, 4, 512, 512, 1, 2}, {8, 8, 512, 512, 4, 0}},
 };
-/* The ring gets fewer stages when STAGES * (tensors * NV * BLOCK * 16 bytes)
- * would pass RING_MAX_BYTES (two blocks still fit an SM); when not even 2
- * stages fit, 2 stages up to RING_MAX_2_BYTES (one block per SM: these are the
- * widest rows, whose register prefetch would spill); else the kernel prefetches
- * into registers. */
+/* The ring gets fewer stages when STAGES * (tensors * NV * BLOCK * 16 bytes) would pass
+ * RING_MAX_BYTES (two blocks still fit an SM); when not even 2 stages fit, 2 stages up to
+ * RING_MAX_2_BYTES (one block per SM: these are the widest rows, whose register prefetch
+ * would spill); else the kernel prefetches into registers. */
 #define RING_MAX_BYTES (96 * 1024)
 #define RING_MAX_2_BYTES (128 * 1024)
 
-/* Developer tuning (docs/CONTRIBUTING-GPU.md): FROST_NORM_TUNE="name=value,..."
- * overrides the table for experiments on a GPU; unset, the table rules.  Names:
- * nv (nv_pref), nvmax, group (max_group), stages (ring depth; 0 = register
- * prefetch), l2 (1: 256-byte L2 fetches), persist (1: persistent grid, 0: one
- * row group per row; forward only), bps (cap on blocks per SM), minrows
- * (backward: rows a row group should see at least). */
+/* Developer tuning (docs/CONTRIBUTING-GPU.md): FROST_NORM_TUNE="name=value,..." overrides
+ * the table for experiments on a GPU; unset, the table rules.  Names: nv (nv_pref), nvmax,
+ * group (max_group), stages (ring depth; 0 = register prefetch), l2 (1: 256-byte L2
+ * fetches), persist (1: persistent grid, 0: one row group per row; forward only), bps (cap
+ * on blocks per SM), minrows (backward: rows a row group should see at least). */
 int frost__norm_tune(const char *name, int dflt)
 {
     const char *env = getenv("FROST_NORM_TUNE");
@@ -99,11 +94,9 @@ int frost__norm_tune(const char *name, int dflt)
     return dflt;
 }
 
-/* ------------------------------------------------------------------------------------
- */
-/* Plans */
-/* ------------------------------------------------------------------------------------
- */
+/* ------------------------------------------------------------------------------------ */
+/* Plans                                                                                  */
+/* ------------------------------------------------------------------------------------ */
 static const char *dtype_define(frost_dtype t)
 {
     return t == FROST_F32 ? "DTYPE_F32" : t == FROST_F16 ? "DTYPE_F16" : "DTYPE_BF16";
@@ -134,8 +127,7 @@ static const char *const slot_label[FROST__NORM_NUM_SLOTS] = {
     "X", "scale", "bias", "Y", "mean", "inv_std", "dY", "dX", "d_scale", "d_bias",
 };
 
-/* Layout checks shared by both directions; NOT_SUPPORTED with the sentence in
- * why. */
+/* Layout checks shared by both directions; NOT_SUPPORTED with the sentence in why. */
 static frost_status check_layouts(const frost__norm_problem *p, frost__buf *why)
 {
     static const int data_slots[] = {FROST__NORM_X, FROST__NORM_Y, FROST__NORM_D_Y, FROST__NORM_D_X};
@@ -192,8 +184,8 @@ static frost_status check_layouts(const frost__norm_problem *p, frost__buf *why)
     return FROST_OK;
 }
 
-/* Can every row of every data slot, and every per-sample parameter row the
- * kernels read, start on a 16-byte boundary (given aligned bases)? */
+/* Can every row of every data slot, and every per-sample parameter row the kernels read,
+ * start on a 16-byte boundary (given aligned bases)? */
 static int rows_allow_vectors(const frost__norm_problem *p, int unit_elems)
 {
     static const int data_slots[] = {FROST__NORM_X, FROST__NORM_Y, FROST__NORM_D_Y, FROST__NORM_D_X};
@@ -213,8 +205,7 @@ static int rows_allow_vectors(const frost__norm_problem *p, int unit_elems)
     return 1;
 }
 
-/* Decides support and the whole configuration of a problem
- * (device-independent). */
+/* Decides support and the whole configuration of a problem (device-independent). */
 frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_plan *plan, frost__buf *why)
 {
     frost_status s = check_layouts(p, why);
@@ -301,8 +292,7 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
     return FROST_OK;
 }
 
-/* The key frost__norm_cuda_config() picks for p (the key list in
- * norm_cuda_keys.c). */
+/* The key frost__norm_cuda_config() picks for p (the key list in norm_cuda_keys.c). */
 frost_status frost__norm_cuda_key(const frost__norm_problem *p, frost__kernel_key *key, frost__buf *why)
 {
     frost__norm_plan plan;
