@@ -9,8 +9,8 @@
  * the GPU one travels to the device whole and back, so an element must be NaN on one side
  * exactly when it is NaN on the other (an unwritten element, or a write into a gap or a
  * margin, fails).  Running statistics are inputs written in place: each side starts from
- * its own copy of the same initial values.  The backward runs three times and the forward
- * (when it updates no running statistics) twice on the GPU; every output must be bitwise
+ * its own copy of the same initial values, and every GPU run starts from them.  The
+ * backward runs three times and the forward twice on the GPU; every output must be bitwise
  * equal across the runs (the kernels promise determinism always).
  *
  * Layout legend: X [N, C, H, W], NCHW or NHWC, with `n_gap` padding elements between
@@ -48,6 +48,7 @@
 
 #include "core/internal.h"
 #include "runtime/runtime.h"
+#include "gpu_util.h"
 #include "test_util.h"
 
 enum { GN = 0, IN = 1, BN = 2 };
@@ -210,18 +211,6 @@ static void free_all(run *r)
     }
 }
 
-static frost_tensor add(frost_graph *g, const char *name, const tu_buf *b)
-{
-    frost_tensor_desc d;
-    frost_tensor id = 0;
-    memset(&d, 0, sizeof d);
-    d.name = name, d.dtype = b->dtype, d.rank = b->rank;
-    for (int i = 0; i < b->rank; i++)
-        d.dims[i] = b->dims[i], d.strides[i] = b->strides[i];
-    TU_OK(frost_graph_add_tensor(g, &d, &id));
-    return id;
-}
-
 /* The forward or backward graph of the case, every tensor declared by the test. */
 static frost_graph *make_graph(run *r, frost_context *ctx, int backward)
 {
@@ -237,7 +226,7 @@ static frost_graph *make_graph(run *r, frost_context *ctx, int backward)
                                         (t == T_RSTD && (c->saved == 1 || c->saved == 3))
                                   : t <= T_RVAR || (t >= T_Y && t <= T_RSTD);
         if (used && present(c, t))
-            r->id[t] = add(g, names[t], &r->cpu[t]);
+            r->id[t] = tu_add_tensor(g, names[t], &r->cpu[t]);
     }
     frost_status s;
     if (!backward) {
@@ -267,54 +256,18 @@ static frost_graph *make_graph(run *r, frost_context *ctx, int backward)
 /* Running both engines                                                                  */
 /* ---------------------------------------------------------------------------------- */
 
-typedef struct dev_buf {
-    void *base;
-    char *alloc;
-    size_t bytes;
-} dev_buf;
-
-static void *to_device(const frost__device *dev, const tu_buf *b, dev_buf *d, size_t shift)
-{
-    memset(d, 0, sizeof *d);
-    if (!b->alloc)
-        return NULL;
-    d->bytes = (size_t)(b->span + 2 * b->guard) * b->elem_size;
-    TU_OK(frost__dev_alloc(dev, d->bytes + 16, &d->base));
-    if (!d->base)
-        return NULL;
-    d->alloc = (char *)d->base + shift;
-    TU_OK(frost__dev_copy_htod(dev, d->alloc, b->alloc, d->bytes));
-    return d->alloc + (size_t)b->guard * b->elem_size;
-}
-
-/* got vs ref over the whole allocation: NaN must match NaN, else atol + rtol |ref|. */
-static void compare(const char *what, const tu_buf *got, const tu_buf *ref, double atol, double rtol)
-{
-    int64_t bad = 0, worst_at = 0;
-    double worst = -INFINITY, wg = 0, wr = 0;
-    for (int64_t e = -got->guard; e < got->span + got->guard; e++) {
-        const double g = tu_buf_get(got, e), f = tu_buf_get(ref, e);
-        double excess;
-        if (isnan(f) || isnan(g))
-            excess = isnan(f) && isnan(g) ? -INFINITY : INFINITY;
-        else
-            excess = fabs(g - f) - (atol + rtol * fabs(f));
-        if (excess > 0)
-            bad++;
-        if (excess > worst)
-            worst = excess, worst_at = e, wg = g, wr = f;
-    }
-    if (bad)
-        tu_failf("%s: %lld element(s) off (atol %.3g, rtol %.3g); worst at offset %lld: got %.9g, ref %.9g", what,
-                 (long long)bad, atol, rtol, (long long)worst_at, wg, wr);
-}
-
-/* Runs g on the GPU `repeat` times: inputs copied whole, outputs from their poisoned (or,
- * for running statistics, initial) host copies; results of run 0 land in r->gpu[], later
- * runs must reproduce them bit for bit. */
+/* Builds and runs g on the GPU `repeat` times (gpu_util: inputs copied whole, outputs
+ * from their poisoned or, for running statistics, initial host copies; later runs must
+ * reproduce run 1 bitwise); run 1's results land in r->gpu[].  The case's tile and block
+ * overrides hold for the build only. */
 static int run_gpu(run *r, frost_graph *g, const frost__device *dev, int backward, int repeat)
 {
     const ccase *c = r->c;
+    unsigned outputs = 0;
+    for (int t = 0; t < T_COUNT; t++)
+        outputs |= is_output(c, t, backward) ? 1u << t : 0u;
+    const tu_slots slots = {.count = T_COUNT, .ids = r->id, .host = r->cpu, .device_out = r->gpu,
+                            .output_mask = outputs, .names = names};
     char kb[16], blocks[16];
     snprintf(kb, sizeof kb, "%d", c->tile_kb);
     snprintf(blocks, sizeof blocks, "%d", c->blocks ? c->blocks : 1);
@@ -322,73 +275,16 @@ static int run_gpu(run *r, frost_graph *g, const frost__device *dev, int backwar
         setenv("FROST_CNORM_TILE_KB", kb, 1);
     if (c->tile_kb || c->blocks)
         setenv("FROST_CNORM_BLOCKS", blocks, 1);
-    frost_build_options opt = {.engine = "cuda"};
-    frost_status s = frost_graph_build(g, &opt);
+    const int built = tu_run_cuda(g, dev, &slots, c->misalign, repeat);
     unsetenv("FROST_CNORM_TILE_KB");
     unsetenv("FROST_CNORM_BLOCKS");
-    if (s != FROST_OK) {
-        tu_failf("cuda build failed: %s: %s", frost_status_name(s), frost_last_error());
-        return 0;
-    }
-    size_t ws_bytes = 0;
-    void *ws = NULL;
-    TU_OK(frost_graph_workspace_size(g, &ws_bytes));
-    if (ws_bytes)
-        TU_OK(frost__dev_alloc(dev, ws_bytes, &ws));
-    tu_buf first[T_COUNT];
-    memset(first, 0, sizeof first);
-    for (int rep = 0; rep < repeat; rep++) {
-        dev_buf d[T_COUNT];
-        frost_binding b[T_COUNT];
-        int nb = 0;
-        for (int t = 0; t < T_COUNT; t++) {
-            memset(&d[t], 0, sizeof d[t]);
-            if (!r->id[t])
-                continue;
-            if (rep == 1 && is_output(c, t, backward)) { /* keep run 0; run again from the same start */
-                TU_CHECK(tu_buf_alloc(&first[t], r->gpu[t].dtype, r->gpu[t].rank, r->gpu[t].dims,
-                                      r->gpu[t].strides, 0));
-                memcpy(first[t].alloc, r->gpu[t].alloc, (size_t)(r->gpu[t].span + 2 * r->gpu[t].guard) *
-                                                            r->gpu[t].elem_size);
-                tu_buf_poison(&r->gpu[t]);
-            }
-            /* misaligned: every base one element past a 16-byte boundary */
-            const tu_buf *src = is_output(c, t, backward) ? &r->gpu[t] : &r->cpu[t];
-            b[nb++] = (frost_binding){r->id[t], to_device(dev, src, &d[t], c->misalign ? src->elem_size : 0)};
-        }
-        TU_OK(frost_graph_execute(g, b, nb, ws, NULL));
-        TU_OK(frost__dev_synchronize(dev));
-        for (int t = 0; t < T_COUNT; t++) {
-            if (r->id[t] && is_output(c, t, backward)) {
-                TU_OK(frost__dev_copy_dtoh(dev, r->gpu[t].alloc, d[t].alloc, d[t].bytes));
-                if (rep > 0 && memcmp(first[t].alloc, r->gpu[t].alloc, d[t].bytes) != 0)
-                    tu_failf("run %d: %s differs bitwise from run 1 (not deterministic)", rep + 1, names[t]);
-            }
-            if (d[t].base)
-                frost__dev_free(dev, d[t].base);
-        }
-    }
-    for (int t = 0; t < T_COUNT; t++)
-        tu_buf_free(&first[t]);
-    if (ws)
-        frost__dev_free(dev, ws);
-    return 1;
+    return built;
 }
 
 static void run_cpu(run *r, frost_graph *g)
 {
-    frost_build_options opt = {.engine = "ref"};
-    TU_OK(frost_graph_build(g, &opt));
-    size_t ws_bytes = 0;
-    TU_OK(frost_graph_workspace_size(g, &ws_bytes));
-    void *ws = ws_bytes ? malloc(ws_bytes) : NULL;
-    frost_binding b[T_COUNT];
-    int nb = 0;
-    for (int t = 0; t < T_COUNT; t++)
-        if (r->id[t])
-            b[nb++] = (frost_binding){r->id[t], r->cpu[t].data};
-    TU_OK(frost_graph_execute(g, b, nb, ws, NULL));
-    free(ws);
+    const tu_slots slots = {.count = T_COUNT, .ids = r->id, .host = r->cpu, .names = names};
+    tu_run_ref(g, &slots);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -489,15 +385,15 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
     run_cpu(&r, gc);
     frost_graph *gg = make_graph(&r, gpu, 0);
     const int updates = c->running && !c->inference;
-    if (gg && run_gpu(&r, gg, dev, 0, updates ? 1 : 2)) {
-        compare("y", &r.gpu[T_Y], &r.cpu[T_Y], E * (m.rstd * (m.x + 1) * m.w + m.b + 1), 2.5 * u);
+    if (gg && run_gpu(&r, gg, dev, 0, 2)) {
+        tu_compare_whole("y", &r.gpu[T_Y], &r.cpu[T_Y], E * (m.rstd * (m.x + 1) * m.w + m.b + 1), 2.5 * u);
         if (r.id[T_MEAN])
-            compare("mean", &r.gpu[T_MEAN], &r.cpu[T_MEAN], E * (m.x + 1), 0);
+            tu_compare_whole("mean", &r.gpu[T_MEAN], &r.cpu[T_MEAN], E * (m.x + 1), 0);
         if (r.id[T_RSTD])
-            compare("inv_std", &r.gpu[T_RSTD], &r.cpu[T_RSTD], 1e-30, E * (1 + m.xhat * m.xhat));
+            tu_compare_whole("inv_std", &r.gpu[T_RSTD], &r.cpu[T_RSTD], 1e-30, E * (1 + m.xhat * m.xhat));
         if (updates) {
-            compare("running_mean", &r.gpu[T_RMEAN], &r.cpu[T_RMEAN], E * (m.x + 1), 0);
-            compare("running_var", &r.gpu[T_RVAR], &r.cpu[T_RVAR], 1e-6, E * (1 + m.xhat * m.xhat));
+            tu_compare_whole("running_mean", &r.gpu[T_RMEAN], &r.cpu[T_RMEAN], E * (m.x + 1), 0);
+            tu_compare_whole("running_var", &r.gpu[T_RVAR], &r.cpu[T_RVAR], 1e-6, E * (1 + m.xhat * m.xhat));
         }
         char explain[4096];
         TU_OK(frost_graph_explain(gg, explain, sizeof explain, NULL));
@@ -516,13 +412,13 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
         run_cpu(&r, gc);
         gg = make_graph(&r, gpu, 1);
         if (gg && run_gpu(&r, gg, dev, 1, 3)) {
-            compare("dx", &r.gpu[T_DX], &r.cpu[T_DX], E * m.rstd * (m.dy * m.w * (1 + m.xhat * m.xhat) + 1e-3),
+            tu_compare_whole("dx", &r.gpu[T_DX], &r.cpu[T_DX], E * m.rstd * (m.dy * m.w * (1 + m.xhat * m.xhat) + 1e-3),
                     2.5 * u);
             const double pt = Ep * np * (m.dy * (1 + m.xhat) + 1e-3);
             if (r.id[T_DSCALE])
-                compare("d_scale", &r.gpu[T_DSCALE], &r.cpu[T_DSCALE], pt, 0);
+                tu_compare_whole("d_scale", &r.gpu[T_DSCALE], &r.cpu[T_DSCALE], pt, 0);
             if (r.id[T_DBIAS])
-                compare("d_bias", &r.gpu[T_DBIAS], &r.cpu[T_DBIAS], pt, 0);
+                tu_compare_whole("d_bias", &r.gpu[T_DBIAS], &r.cpu[T_DBIAS], pt, 0);
         }
         frost_graph_destroy(gc);
         frost_graph_destroy(gg);

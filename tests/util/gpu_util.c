@@ -134,8 +134,9 @@ int tu_run_cuda(frost_graph *g, const frost__device *dev, const tu_slots *s, int
     TU_OK(frost_graph_workspace_size(g, &ws_bytes));
     if (ws_bytes)
         TU_OK(frost__dev_alloc(dev, ws_bytes, &ws));
-    tu_buf copies[MAX_SLOTS];
+    tu_buf copies[MAX_SLOTS], starts[MAX_SLOTS];
     memset(copies, 0, sizeof copies);
+    memset(starts, 0, sizeof starts);
     for (int rep = 0; rep < repeat; rep++) {
         tu_dev_buf d[MAX_SLOTS];
         frost_binding list[MAX_SLOTS];
@@ -146,8 +147,14 @@ int tu_run_cuda(frost_graph *g, const frost__device *dev, const tu_slots *s, int
                 continue;
             const int out = (s->output_mask >> k) & 1u;
             const tu_buf *first = &s->device_out[k];
-            if (out && rep > 0 && !copies[k].alloc) /* the second run starts from NaN again */
+            if (out && rep == 0) { /* later runs start from run 1's starting content (NaN, or in/out values) */
+                TU_CHECK(tu_buf_alloc(&starts[k], first->dtype, first->rank, first->dims, first->strides, 0));
+                memcpy(starts[k].alloc, first->alloc, tu_buf_bytes(first));
+            }
+            if (out && rep > 0 && !copies[k].alloc)
                 TU_CHECK(tu_buf_alloc(&copies[k], first->dtype, first->rank, first->dims, first->strides, 0));
+            if (out && rep > 0)
+                memcpy(copies[k].alloc, starts[k].alloc, tu_buf_bytes(first));
             const tu_buf *src = !out ? &s->host[k] : rep == 0 ? first : &copies[k];
             list[n++] = (frost_binding){s->ids[k], tu_to_device(dev, src, &d[k], misalign ? src->elem_size : 0)};
         }
@@ -163,8 +170,10 @@ int tu_run_cuda(frost_graph *g, const frost__device *dev, const tu_slots *s, int
             tu_dev_buf_free(dev, &d[k]);
         }
     }
-    for (int k = 0; k < s->count; k++)
+    for (int k = 0; k < s->count; k++) {
         tu_buf_free(&copies[k]);
+        tu_buf_free(&starts[k]);
+    }
     if (ws)
         frost__dev_free(dev, ws);
     return 1;

@@ -67,9 +67,11 @@ typedef struct tu_slots {
 /* Builds g for the ref engine and runs it on the host buffers (outputs land there too). */
 void tu_run_ref(frost_graph *g, const tu_slots *s);
 /* Builds g for the cuda engine (a refusal is a failure) and runs it `repeat` times on
- * whole-allocation device copies (shifted one element each when `misalign`): run 1's
- * outputs land in s->device_out[], later runs start from poisoned copies made once
- * and must reproduce run 1 bitwise.  Returns 0 when the build failed. */
+ * whole-allocation device copies (shifted one element each when `misalign`): an output
+ * slot starts from s->device_out[k]'s content (poisoned, or the initial values of an
+ * in/out tensor such as a running statistic), run 1's results land there, and every later
+ * run starts from the same initial content and must reproduce run 1 bitwise.  Returns 0
+ * when the build failed. */
 int tu_run_cuda(frost_graph *g, const frost__device *dev, const tu_slots *s, int misalign, int repeat);
 
 #endif /* FROST_TEST_GPU_UTIL_H */
