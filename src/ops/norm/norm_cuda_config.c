@@ -80,7 +80,8 @@ static const tile_rule tile_rules[2][3] = {
  * the table for experiments on a GPU; unset, the table rules.  Names: nv (nv_pref), nvmax,
  * group (max_group), stages (ring depth; 0 = register prefetch), l2 (1: 256-byte L2
  * fetches), persist (1: persistent grid, 0: one row group per row; forward only), bps (cap
- * on blocks per SM), minrows (backward: rows a row group should see at least). */
+ * on blocks per SM), minrows (backward: rows a row group should see at least), minb
+ * (resident blocks per SM the launch bounds cut registers for). */
 int frost__norm_tune(const char *name, int dflt)
 {
     const char *env = getenv("FROST_NORM_TUNE");
@@ -280,6 +281,8 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
         frost__key_define(k, "PER_SAMPLE", NULL);
     if (frost__norm_tune("l2", 0))
         frost__key_define(k, "L2_256", NULL);
+    if (frost__norm_tune("minb", 0) > 0)
+        frost__key_define(k, "MINB", "%d", frost__norm_tune("minb", 0));
     if (p->backward) {
         plan->want_dscale = p->slot[FROST__NORM_D_SCALE].present;
         plan->want_dbias = p->slot[FROST__NORM_D_BIAS].present;

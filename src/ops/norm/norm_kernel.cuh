@@ -130,8 +130,13 @@ typedef struct norm_reduce_params {
 
 #define ELEMS (NV * VEC)                 /* elements of a row one thread holds */
 /* Launch-bounds residency: caps registers at 128 a thread (64 for 1024-thread blocks).
- * Without it ptxas sometimes aims at 64 for 512-thread blocks and spills. */
+ * Without it ptxas sometimes aims at 64 for 512-thread blocks and spills.  MINB (a tuning
+ * key define, FROST_NORM_TUNE minb=) asks for more resident blocks instead. */
+#if defined(MINB)
+#define MIN_BLOCKS MINB
+#else
 #define MIN_BLOCKS (BLOCK <= 256 ? 2 : 1)
+#endif
 #define ROWS_PER_BLOCK (BLOCK / GROUP)   /* row groups per block */
 #if defined(DTYPE_F32)
 #define IO_DT FROST_DT_F32
