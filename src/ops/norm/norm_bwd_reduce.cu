@@ -9,8 +9,8 @@
  * sum of the partial rows [q * partials_per_out, (q + 1) * partials_per_out); blockIdx.z
  * strides over the out rows.
  *
- * A block covers 32 columns with 8 slices of partial rows: thread (slice s, column c)
- * adds rows first + s, first + s + 8, ... in that order (a warp reads 32 consecutive
+ * A block covers 32 columns with 8 slices of partial rows (REDUCE_SLICES): thread
+ * (slice s, column c) adds rows first + s, first + s + 8, ... in that order (a warp reads 32 consecutive
  * floats per row: coalesced), then slice 0 adds the 8 slice sums in slice order.  The
  * order of every addition is fixed by the plan alone, so the result is bitwise
  * repeatable; an out row without partial rows (a backward over zero rows) is written as
@@ -19,7 +19,9 @@
 #include "norm_kernel.cuh"
 
 #define REDUCE_COLS 32
-#define REDUCE_SLICES 8
+#ifndef REDUCE_SLICES
+#define REDUCE_SLICES 8 /* a key define only under FROST_NORM_TUNE rslices= */
+#endif
 
 extern "C" __global__ void __launch_bounds__(REDUCE_COLS * REDUCE_SLICES)
     norm_bwd_reduce_kernel(const __grid_constant__ norm_reduce_params p)

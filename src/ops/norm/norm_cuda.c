@@ -26,7 +26,6 @@ FROST__STATIC_ASSERT(sizeof(norm_bwd_params) == NORM_BWD_PARAMS_BYTES, "norm_bwd
 FROST__STATIC_ASSERT(sizeof(norm_reduce_params) == NORM_REDUCE_PARAMS_BYTES, "norm_reduce_params layout");
 
 #define REDUCE_COLS 32      /* columns per block of the reduce kernel (norm_bwd_reduce.cu) */
-#define REDUCE_THREADS 256
 
 static frost_status norm_select(const frost_context *ctx, const frost__graph *g, const frost__node *n, void **plan_out,
                                 frost__buf *why)
@@ -163,15 +162,15 @@ static frost_status launch(const frost_context *ctx, frost__kernel *k, unsigned 
 
 /* The reduce grid: 32-column blocks x pairs x parameter rows (strided past
  * 65535). */
-static frost_status launch_reduce(const frost_context *ctx, frost__kernel *k, int64_t cols, int pairs, int64_t out_rows,
-                                  void *params, void *stream)
+static frost_status launch_reduce(const frost_context *ctx, frost__kernel *k, int threads, int64_t cols, int pairs,
+                                  int64_t out_rows, void *params, void *stream)
 {
     frost__launch_dims dims;
     void *args[1] = {params};
     memset(&dims, 0, sizeof dims);
     dims.grid[0] = (unsigned)frost__norm_ceil_div(cols, REDUCE_COLS), dims.grid[1] = (unsigned)pairs;
     dims.grid[2] = (unsigned)(out_rows < 65535 ? out_rows : 65535);
-    dims.block[0] = REDUCE_THREADS, dims.block[1] = 1, dims.block[2] = 1;
+    dims.block[0] = (unsigned)threads, dims.block[1] = 1, dims.block[2] = 1;
     return frost__launch(ctx->device, k, &dims, args, stream);
 }
 
@@ -282,7 +281,7 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
         rp.num_partials = p->rows > 0 ? (int32_t)plan->num_partials : 0;
         rp.cols = (int32_t)p->cols;
         if (out_rows > 0) {
-            s = launch_reduce(ctx, plan->reduce, p->cols, pairs, out_rows, &rp, stream);
+            s = launch_reduce(ctx, plan->reduce, plan->reduce_threads, p->cols, pairs, out_rows, &rp, stream);
             if (s != FROST_OK)
                 return s;
         }

@@ -57,6 +57,7 @@ typedef struct frost__norm_plan {
     int want_dscale, want_dbias;
     frost__adanorm_cuda ada; /* parameter maps and backward segments */
     frost__kernel_key key, reduce_key;
+    int reduce_threads; /* 32 columns x the reduce's slices of partial rows */
     frost__kernel *kernel, *reduce;
     /* set by build */
     int blocks_per_sm;

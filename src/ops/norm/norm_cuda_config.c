@@ -81,7 +81,8 @@ static const tile_rule tile_rules[2][3] = {
  * group (max_group), stages (ring depth; 0 = register prefetch), l2 (1: 256-byte L2
  * fetches), persist (1: persistent grid, 0: one row group per row; forward only), bps (cap
  * on blocks per SM), minrows (backward: rows a row group should see at least), minb
- * (resident blocks per SM the launch bounds cut registers for). */
+ * (resident blocks per SM the launch bounds cut registers for), rslices (the backward
+ * reduce's slices of partial rows, 1-32). */
 int frost__norm_tune(const char *name, int dflt)
 {
     const char *env = getenv("FROST_NORM_TUNE");
@@ -291,6 +292,12 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
         if (plan->want_dbias)
             frost__key_define(k, "DBIAS", NULL);
         frost__key_init(&plan->reduce_key, REDUCE_SOURCE, "norm_bwd_reduce_kernel");
+        const int slices = frost__norm_tune("rslices", 8);
+        plan->reduce_threads = 32 * 8;
+        if (slices != 8 && slices >= 1 && slices <= 32) {
+            frost__key_define(&plan->reduce_key, "REDUCE_SLICES", "%d", slices);
+            plan->reduce_threads = 32 * slices;
+        }
     }
     return FROST_OK;
 }
