@@ -178,9 +178,11 @@ FROST_DEVICE void bwd_resolve_stats(const cnorm_params *p, const cnorm_tile *tl,
         return;
     }
     if (cn_arrive(p, tl->seg, m->flag)) {
-        for (int j = tid / 32; j < p->sets; j += CNORM_WARPS) {
-            const cnorm_stat st = cn_merge_set(p, tl->seg, j, PART_FLOATS);
-            if ((tid & 31) == 0) {
+        const int lanes = cn_merge_lanes(p);
+        for (int base = 0; base < p->sets * lanes; base += CNORM_THREADS) {
+            const int j = (base + tid) / lanes;
+            const cnorm_stat st = cn_merge_set(p, tl->seg, j, PART_FLOATS, lanes);
+            if (j < p->sets && (tid & (lanes - 1)) == 0) {
                 float f[4];
                 bwd_finish_set(p, tl->n, tl->c0, j, st, f);
                 bwd_keep_final(m, j, f);
@@ -318,7 +320,7 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS) cnorm_bwd_finalize_k
     if (gs >= p.num_segments * p.sets)
         return;
     const int seg = gs / p.sets, j = gs - seg * p.sets;
-    const cnorm_stat st = cn_merge_set(&p, seg, j, PART_FLOATS);
+    const cnorm_stat st = cn_merge_set(&p, seg, j, PART_FLOATS, 32);
     if ((threadIdx.x & 31) == 0) {
         int n, c0;
         float f[4];

@@ -293,13 +293,16 @@ FROST_DEVICE void cn_store_part(const cnorm_params *p, int t, int j, cnorm_stat 
         cn_st_v4(rec + 4, s.s2, 0.0f, 0.0f, 0.0f);
 }
 
-/* Merges the k_tiles partials of set j of segment seg; the whole warp calls it and every
- * lane gets the same result.  Lane l merges a contiguous chunk in order, then a butterfly
- * merges lower lanes' chunks first: a fixed order whatever the caller. */
-static __device__ __noinline__ cnorm_stat cn_merge_set(const cnorm_params *p, int seg, int j, const int floats)
+/* Merges the k_tiles partials of set j of segment seg with `lanes` adjacent threads (a
+ * power of two <= 32, aligned in the warp); the whole warp calls it, and every lane of a
+ * set's group gets the same result (a j past the window's sets merges nothing).  Lane l
+ * merges a contiguous chunk in order, then a butterfly merges lower lanes' chunks first: a
+ * fixed order for given k_tiles and lanes, whatever the caller. */
+static __device__ __noinline__ cnorm_stat cn_merge_set(const cnorm_params *p, int seg, int j, const int floats,
+                                                      int lanes)
 {
-    const int lane = threadIdx.x & 31, k = p->k_tiles;
-    const int begin = (int)(((int64_t)lane * k) / 32), end = (int)(((int64_t)(lane + 1) * k) / 32);
+    const int lane = threadIdx.x & (lanes - 1), k = j < p->sets ? p->k_tiles : 0;
+    const int begin = (int)(((int64_t)lane * k) / lanes), end = (int)(((int64_t)(lane + 1) * k) / lanes);
     cnorm_stat acc = cn_stat_zero();
     for (int i = begin; i < end; i += 4) { /* four L2 round trips in flight, merged in order */
         cnorm_stat part[4];
@@ -310,12 +313,22 @@ static __device__ __noinline__ cnorm_stat cn_merge_set(const cnorm_params *p, in
         for (int u = 0; u < 4; u++)
             acc = cn_merge(acc, part[u]);
     }
-#pragma unroll
-    for (int m = 1; m < 32; m <<= 1) {
+    for (int m = 1; m < lanes; m <<= 1) {
         const cnorm_stat other = cn_shfl_stat(acc, m);
         acc = (lane & m) ? cn_merge(other, acc) : cn_merge(acc, other);
     }
     return acc;
+}
+
+/* Threads per set when a whole block merges a segment's sets: a power of two <= 32 with
+ * lanes x sets <= CNORM_THREADS where the sets allow, so every set's partials are read by
+ * many threads at once. */
+FROST_DEVICE int cn_merge_lanes(const cnorm_params *p)
+{
+    int lanes = 1;
+    while (lanes < 32 && lanes * 2 * p->sets <= CNORM_THREADS)
+        lanes *= 2;
+    return lanes;
 }
 
 FROST_DEVICE float *cn_final(const cnorm_params *p, int seg, int j)
