@@ -229,14 +229,49 @@ FROST_DEVICE void bwd_apply(const cnorm_params *p, const cnorm_tile *tl, const b
         const float mean_g = w * m->fin_s1[j] * p->inv_m;
         const float mean_gx = w * r * m->fin_s2[j] * p->inv_m;
 #endif
-        m->ch0[cl] = m->fin_mu[j];
+        /* dx = dy * cdy - x * cx + k */
+        const float cx = r * r * mean_gx;
+        m->ch0[cl] = fmaf(m->fin_mu[j], cx, -r * mean_g);
         m->ch1[cl] = r * w;
-        m->ch2[cl] = r * r * mean_gx;
-        m->ch3[cl] = r * mean_g;
+        m->ch2[cl] = cx;
     }
     __syncthreads();
+#if defined(LAYOUT_NHWC)
+    if (vec > 1 && cn_rows_fit(p)) {
+        const cn_rows w = cn_rows_begin(p);
+        if (w.r0 >= w.per)
+            return;
+        float kk[CN_VEC], cdy[CN_VEC], cx[CN_VEC];
+#pragma unroll
+        for (int k = 0; k < CN_VEC; k++) {
+            kk[k] = m->ch0[w.u * CN_VEC + k];
+            cdy[k] = m->ch1[w.u * CN_VEC + k];
+            cx[k] = m->ch2[w.u * CN_VEC + k];
+        }
+        int px;
+        const frost_io *g = cn_rows_gptr(p, tl, &w, (const frost_io *)p->out, p->out_sn, &px);
+        const int64_t step = (int64_t)w.per * p->c, gap = p->out_sn - (int64_t)p->hw * p->c;
+        const int first = w.r0 * p->pitch + w.u * CN_VEC;
+#pragma unroll 2
+        for (int r = w.r0, s = first; r < tl->nq; r += w.per, s += w.per * p->pitch) {
+            uint32_t q[4];
+            float vx[CN_VEC], vdy[CN_VEC];
+            cn_lds_v4(q, m->x + s);
+            cn_unpack(q, vx);
+            cn_lds_v4(q, m->dy + s);
+            cn_unpack(q, vdy);
+#pragma unroll
+            for (int k = 0; k < CN_VEC; k++)
+                vx[k] = fmaf(vdy[k], cdy[k], fmaf(-vx[k], cx[k], kk[k]));
+            cn_pack(q, vx);
+            cn_st_stream_v4((void *)g, q);
+            cn_rows_advance(p, &w, step, gap, &px, &g);
+        }
+        return;
+    }
+#endif
     frost_io *dx = (frost_io *)p->out;
-    float ctr[CN_VEC], cdy[CN_VEC], cx[CN_VEC], c0[CN_VEC];
+    float kk[CN_VEC], cdy[CN_VEC], cx[CN_VEC];
     cnorm_walk w;
     bool fresh = true;
     for (cn_walk_begin(&w, p, tl, vec); cn_walk_valid(&w); fresh = cn_walk_next(&w)) {
@@ -249,10 +284,9 @@ FROST_DEVICE void bwd_apply(const cnorm_params *p, const cnorm_tile *tl, const b
 #else
                 const int ck = cl;
 #endif
-                ctr[k] = m->ch0[ck];
+                kk[k] = m->ch0[ck];
                 cdy[k] = m->ch1[ck];
                 cx[k] = m->ch2[ck];
-                c0[k] = m->ch3[ck];
             }
         }
         const int64_t g = cn_goff(p, &w, p->out_sn, tl->c0 + cl);
@@ -266,12 +300,12 @@ FROST_DEVICE void bwd_apply(const cnorm_params *p, const cnorm_tile *tl, const b
             cn_unpack(r, vdy);
 #pragma unroll
             for (int k = 0; k < CN_VEC; k++)
-                vx[k] = fmaf(vdy[k], cdy[k], -fmaf(vx[k] - ctr[k], cx[k], c0[k]));
+                vx[k] = fmaf(vdy[k], cdy[k], fmaf(-vx[k], cx[k], kk[k]));
             cn_pack(r, vx);
             cn_st_stream_v4(dx + g, r);
         } else {
             const float xv = frost_to_float(m->x[s]), dyv = frost_to_float(m->dy[s]);
-            dx[g] = frost_from_float(fmaf(dyv, cdy[0], -fmaf(xv - ctr[0], cx[0], c0[0])));
+            dx[g] = frost_from_float(fmaf(dyv, cdy[0], fmaf(-xv, cx[0], kk[0])));
         }
     }
 }
@@ -285,8 +319,16 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS, CNORM_MIN_BLOCKS) cn
     for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
         const cnorm_tile tl = cn_tile(&p, t);
         if (p.vec_ok) {
-            cn_load_tile(&p, &tl, x, p.x_sn, m.x, CN_VEC);
-            cn_load_tile(&p, &tl, dy, p.dy_sn, m.dy, CN_VEC);
+#if defined(LAYOUT_NHWC)
+            if (cn_rows_fit(&p)) {
+                cn_load_rows(&p, &tl, x, p.x_sn, m.x);
+                cn_load_rows(&p, &tl, dy, p.dy_sn, m.dy);
+            } else
+#endif
+            {
+                cn_load_tile(&p, &tl, x, p.x_sn, m.x, CN_VEC);
+                cn_load_tile(&p, &tl, dy, p.dy_sn, m.dy, CN_VEC);
+            }
             cn_cp_async_wait_all();
         } else {
             cn_load_tile(&p, &tl, x, p.x_sn, m.x, 1);
@@ -295,8 +337,8 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS, CNORM_MIN_BLOCKS) cn
         __syncthreads();
         if (t + (int)gridDim.x < p.num_tiles) {
             const cnorm_tile next = cn_tile(&p, t + gridDim.x);
-            cn_prefetch_tile(&p, &next, x, p.x_sn);
-            cn_prefetch_tile(&p, &next, dy, p.dy_sn);
+            cn_prefetch_next(&p, &next, x, p.x_sn);
+            cn_prefetch_next(&p, &next, dy, p.dy_sn);
         }
         bwd_resolve_stats(&p, &tl, t, &m);
         if (p.mode != CNORM_MODE_STATS) {

@@ -19,11 +19,12 @@
  * again).  BatchNorm inference needs no statistics: one APPLY pass with the running ones.
  *
  * Residency: a RESIDENT launch with more than one tile per segment has blocks wait for
- * each other, so it is launched with exactly the blocks per SM the geometry counted on
- * (1 to CNORM_MIN_BLOCKS; the kernels' launch bounds cut registers for that many, and build
- * checks the compiled registers and shared memory), all of which the device holds at
- * once.  The counters of that exchange are zeroed by a memset on the
- * caller's stream before each launch; nothing else is allocated or hashed at execute.
+ * each other, so it is launched with exactly the blocks per SM the geometry counted on (1,
+ * or up to CNORM_MAX_BLOCKS under FROST_CNORM_BLOCKS: the main kernel's key carries that
+ * count, its launch bounds cut registers for it, and build checks the compiled registers
+ * and shared memory), all of which the device holds at once.  The counters of that
+ * exchange are zeroed by a memset on the caller's stream before each launch; nothing else
+ * is allocated or hashed at execute.
  *
  * Kernel keys: DTYPE_F32|F16|BF16, KIND_GROUP|INSTANCE|BATCH, LAYOUT_NCHW|NHWC, per entry
  * point (main, finalize, dparams): 90 keys, listed by frost__cnorm_cuda_keys.
@@ -125,12 +126,16 @@ static frost_status pick_layout(const frost__graph *g, const frost__node *n, con
     return FROST_OK;
 }
 
-static void fill_key(frost__kernel_key *k, int backward, int entry, frost_dtype dtype, int kind, int nhwc)
+/* blocks: resident blocks per SM of the main kernel (> 1 only under FROST_CNORM_BLOCKS) */
+static void fill_key(frost__kernel_key *k, int backward, int entry, frost_dtype dtype, int kind, int nhwc,
+                     int64_t blocks)
 {
     frost__key_init(k, backward ? BWD_SOURCE : FWD_SOURCE, entry_names[backward][entry]);
     frost__key_define(k, dtype == FROST_F32 ? "DTYPE_F32" : dtype == FROST_F16 ? "DTYPE_F16" : "DTYPE_BF16", NULL);
     frost__key_define(k, kind_define[kind], NULL);
     frost__key_define(k, nhwc ? "LAYOUT_NHWC" : "LAYOUT_NCHW", NULL);
+    if (entry == ENTRY_MAIN && blocks > 1)
+        frost__key_define(k, "MINB", "%d", (int)blocks);
 }
 
 static int64_t stride_or_zero(const frost__cnorm_problem *p, int slot, int which)
@@ -173,6 +178,9 @@ static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
     k->num_tiles = (int32_t)geo->num_tiles;
     k->num_segments = (int32_t)geo->num_segments;
     k->pitch = (int32_t)(pl->nhwc ? CNORM_PITCH_NHWC(geo->cw) : geo->rows);
+    /* developer tuning: FROST_CNORM_PREFETCH = 0 bulk (default), 1 lines, 2 none */
+    const char *pf = getenv("FROST_CNORM_PREFETCH");
+    k->prefetch = pf && pf[0] >= '0' && pf[0] <= '2' && !pf[1] ? pf[0] - '0' : CNORM_PREFETCH_BULK;
     if (p->slot[FROST__CNORM_SCALE].present) {
         k->scale_dt = (int32_t)p->slot[FROST__CNORM_SCALE].dtype;
         if (p->zero_centered_scale)
@@ -305,7 +313,7 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
     pl->use[ENTRY_DPARAMS] = want_dparams && (p->kind != FROST__CNORM_BATCH || pl->empty) && p->c > 0;
     for (int e = 0; e < NUM_ENTRIES; e++)
         if (pl->use[e])
-            fill_key(&pl->keys[e], p->backward, e, pl->dtype, pl->kind, nhwc);
+            fill_key(&pl->keys[e], p->backward, e, pl->dtype, pl->kind, nhwc, pl->geo.blocks);
     fill_params(p, pl);
     plan_workspace(pl);
     pl->grid_finalize = (unsigned)frost__cnorm_ceil_div(pl->geo.num_segments * pl->geo.sets, CNORM_WARPS);
@@ -339,7 +347,7 @@ static frost_status cnorm_build(const frost_context *ctx, const frost__node *n, 
                                            "allows %zu", pl->geo.smem, k->dyn_smem_set);
     /* blocks per SM: what registers and shared memory allow, up to the geometry's count for
      * an exchange (a segment's tiles must all run at once: the geometry counted on exactly
-     * that many, and the kernels' launch bounds cut registers for CNORM_MIN_BLOCKS) */
+     * that many, and the kernel's launch bounds cut registers for that count) */
     const int regs = k->attrs.registers > 0 ? (k->attrs.registers + 7) / 8 * 8 : 128;
     const int64_t by_regs = 65536 / (regs * CNORM_THREADS);
     const int64_t by_smem = (int64_t)(dev->smem_per_sm / (pl->geo.smem + SMEM_RESERVED));
@@ -495,7 +503,7 @@ int frost__cnorm_cuda_keys(frost__kernel_key *keys, int cap)
                         if (!entry_names[backward][entry])
                             continue;
                         if (count < cap)
-                            fill_key(&keys[count], backward, entry, dtypes[d], kind, nhwc);
+                            fill_key(&keys[count], backward, entry, dtypes[d], kind, nhwc, 1);
                         count++;
                     }
     return count;

@@ -178,19 +178,52 @@ FROST_DEVICE void fwd_resolve_stats(const cnorm_params *p, const cnorm_tile *tl,
     __syncthreads();
 }
 
-/* y for the whole tile from shared memory; vec is CN_VEC or 1 (a literal at each call). */
+/* y for the whole tile from shared memory; vec is CN_VEC or 1 (a literal at each call).
+ * y = x * a + b' per channel, a = rstd * w_eff and b' = bias - mean * a. */
 FROST_DEVICE void fwd_apply(const cnorm_params *p, const cnorm_tile *tl, const fwd_smem *m, const int vec)
 {
-    /* per channel of the window: centre, multiplier, shift */
     for (int cl = threadIdx.x; cl < p->cw; cl += CNORM_THREADS) {
         const int j = cl / p->cg, c = tl->c0 + cl;
-        m->coef_a[cl] = m->fin_rstd[j] * cn_weight(p, c);
-        m->coef_b[cl] = p->bias_dt != FROST_DT_NONE ? cn_param(p->bias, (int64_t)c * p->bias_sc, p->bias_dt) : 0.0f;
-        m->sum[cl] = m->fin_mean[j];
+        const float a = m->fin_rstd[j] * cn_weight(p, c);
+        const float b = p->bias_dt != FROST_DT_NONE ? cn_param(p->bias, (int64_t)c * p->bias_sc, p->bias_dt) : 0.0f;
+        m->coef_a[cl] = a;
+        m->coef_b[cl] = fmaf(-m->fin_mean[j], a, b);
     }
     __syncthreads();
+#if defined(LAYOUT_NHWC)
+    if (vec > 1 && cn_rows_fit(p)) {
+        const cn_rows w = cn_rows_begin(p);
+        if (w.r0 >= w.per)
+            return;
+        float a[CN_VEC], b[CN_VEC];
+#pragma unroll
+        for (int k = 0; k < CN_VEC; k++) {
+            a[k] = m->coef_a[w.u * CN_VEC + k];
+            b[k] = m->coef_b[w.u * CN_VEC + k];
+        }
+        int px;
+        const frost_io *g = cn_rows_gptr(p, tl, &w, (const frost_io *)p->out, p->out_sn, &px);
+        const int64_t step = (int64_t)w.per * p->c, gap = p->out_sn - (int64_t)p->hw * p->c;
+        const frost_io *s = m->x + w.r0 * p->pitch + w.u * CN_VEC;
+#pragma unroll 4
+        for (int r = w.r0; r < tl->nq; r += w.per) {
+            uint32_t q[4];
+            float v[CN_VEC];
+            cn_lds_v4(q, s);
+            cn_unpack(q, v);
+#pragma unroll
+            for (int k = 0; k < CN_VEC; k++)
+                v[k] = fmaf(v[k], a[k], b[k]);
+            cn_pack(q, v);
+            cn_st_stream_v4((void *)g, q);
+            s += w.per * p->pitch;
+            cn_rows_advance(p, &w, step, gap, &px, &g);
+        }
+        return;
+    }
+#endif
     frost_io *y = (frost_io *)p->out;
-    float ctr[CN_VEC], mul[CN_VEC], add[CN_VEC];
+    float mul[CN_VEC], add[CN_VEC];
     cnorm_walk w;
     bool fresh = true;
     for (cn_walk_begin(&w, p, tl, vec); cn_walk_valid(&w); fresh = cn_walk_next(&w)) {
@@ -203,7 +236,6 @@ FROST_DEVICE void fwd_apply(const cnorm_params *p, const cnorm_tile *tl, const f
 #else
                 const int ck = cl;
 #endif
-                ctr[k] = m->sum[ck];
                 mul[k] = m->coef_a[ck];
                 add[k] = m->coef_b[ck];
             }
@@ -217,11 +249,11 @@ FROST_DEVICE void fwd_apply(const cnorm_params *p, const cnorm_tile *tl, const f
             cn_unpack(r, v);
 #pragma unroll
             for (int k = 0; k < CN_VEC; k++)
-                v[k] = fmaf(v[k] - ctr[k], mul[k], add[k]);
+                v[k] = fmaf(v[k], mul[k], add[k]);
             cn_pack(r, v);
             cn_st_stream_v4(y + g, r);
         } else {
-            y[g] = frost_from_float(fmaf(frost_to_float(m->x[s]) - ctr[0], mul[0], add[0]));
+            y[g] = frost_from_float(fmaf(frost_to_float(m->x[s]), mul[0], add[0]));
         }
     }
 }
@@ -235,7 +267,12 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS, CNORM_MIN_BLOCKS) cn
     for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
         const cnorm_tile tl = cn_tile(&p, t);
         if (p.vec_ok) {
-            cn_load_tile(&p, &tl, x, p.x_sn, m.x, CN_VEC);
+#if defined(LAYOUT_NHWC)
+            if (cn_rows_fit(&p))
+                cn_load_rows(&p, &tl, x, p.x_sn, m.x);
+            else
+#endif
+                cn_load_tile(&p, &tl, x, p.x_sn, m.x, CN_VEC);
             cn_cp_async_wait_all();
         } else {
             cn_load_tile(&p, &tl, x, p.x_sn, m.x, 1);
@@ -243,7 +280,7 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS, CNORM_MIN_BLOCKS) cn
         __syncthreads();
         if (t + (int)gridDim.x < p.num_tiles) {
             const cnorm_tile next = cn_tile(&p, t + gridDim.x);
-            cn_prefetch_tile(&p, &next, x, p.x_sn);
+            cn_prefetch_next(&p, &next, x, p.x_sn);
         }
         fwd_resolve_stats(&p, &tl, t, &m);
         if (p.mode != CNORM_MODE_STATS) {

@@ -3,13 +3,13 @@
  * GroupNorm / InstanceNorm / BatchNorm problem into tiles: the window of channels, the
  * rows of a tile and the tiles per segment (terms: chan_norm_cuda.c's top comment).
  *
- * frost__cnorm_choose_geometry() tries 1 to CNORM_MIN_BLOCKS resident blocks per SM,
- * and per count every window width that divides C in whole sets and every tile count per
- * segment up to one per resident block, and prices each by waves x (bytes a wave moves per
- * SM + the per-tile overheads, which other blocks' streaming hides), with a penalty for
- * NHWC windows narrower than a 128-byte line.  A configuration whose segment fits one wave
- * runs RESIDENT (x, and dy, cross HBM once); otherwise the caller runs the three-kernel
- * fallback.
+ * frost__cnorm_choose_geometry() runs one block per SM (or FROST_CNORM_BLOCKS, up to
+ * CNORM_MAX_BLOCKS), and for that count tries every window width that divides C in whole
+ * sets and every tile count per segment up to one per resident block, and prices each by
+ * waves x (bytes a wave moves per SM + the per-tile overheads, which other blocks'
+ * streaming hides), with a penalty for NHWC windows narrower than a 128-byte line.  A
+ * configuration whose segment fits one wave runs RESIDENT (x, and dy, cross HBM once);
+ * otherwise the caller runs the three-kernel fallback.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -59,7 +59,7 @@ static double price(const cnorm_shape *s, int64_t waves, int64_t blocks, int64_t
  * sm_count x cap bytes of prefetched data in L2 (17 MB at 128 KB on 132 SMs) next to the
  * lines being written: the cap trades that footprint against per-tile overheads.  A guess
  * until measured.  For tuning (and the tests), FROST_CNORM_TILE_KB overrides it (16..1024,
- * per tile) and FROST_CNORM_BLOCKS fixes the blocks per SM (1..CNORM_MIN_BLOCKS). */
+ * per tile) and FROST_CNORM_BLOCKS sets the blocks per SM (1..CNORM_MAX_BLOCKS). */
 #define SM_BYTES_CAP (128 * 1024)
 
 static int64_t env_int(const char *name, int64_t lo, int64_t hi)
@@ -75,7 +75,7 @@ static int64_t env_int(const char *name, int64_t lo, int64_t hi)
 int frost__cnorm_choose_geometry(const cnorm_shape *s, const cnorm_device *dev, int stats, cnorm_geometry *out)
 {
     const int64_t tile_kb = env_int("FROST_CNORM_TILE_KB", 16, 1024),
-                  forced = env_int("FROST_CNORM_BLOCKS", 1, CNORM_MIN_BLOCKS);
+                  forced = env_int("FROST_CNORM_BLOCKS", 1, CNORM_MAX_BLOCKS);
     const int64_t seg_rows = s->kind == FROST__CNORM_BATCH ? s->n * s->hw : s->hw;
     double best = -1.0;
     int best_resident = 0;
@@ -94,7 +94,7 @@ int frost__cnorm_choose_geometry(const cnorm_shape *s, const cnorm_device *dev, 
             const int64_t t = widths[j];
             widths[j] = widths[j - 1], widths[j - 1] = t;
         }
-    for (int64_t blocks = forced ? forced : 1; blocks <= (forced ? forced : CNORM_MIN_BLOCKS); blocks++) {
+    for (int64_t blocks = forced ? forced : 1; blocks <= (forced ? forced : 1); blocks++) {
         const int64_t slots = dev->sms * blocks, tile_cap = tile_kb ? tile_kb * 1024 : SM_BYTES_CAP / blocks;
         const size_t per_sm = dev->smem_per_sm / (size_t)blocks - dev->reserved;
         const size_t budget = dev->optin < per_sm ? dev->optin : per_sm;

@@ -49,10 +49,17 @@
 
 #define CNORM_THREADS 512
 #define CNORM_WARPS (CNORM_THREADS / 32)
-/* Blocks per SM the main kernels' registers are cut for (512 threads x 40 registers):
- * up to three tiles in flight per SM, so one block's loads overlap another's statistics,
- * barrier and stores (chan_norm_geometry.c chooses how many run). */
-#define CNORM_MIN_BLOCKS 3
+/* Blocks per SM the main kernels' launch bounds cut registers for: one by default (up to
+ * 128 registers); the key define MINB (2 or 3: 64 or 40 registers), set when the tiling
+ * runs that many blocks per SM (FROST_CNORM_BLOCKS, chan_norm_geometry.c).  Measured on
+ * the H200 (2026-12-02, docs/PERF.md): at 40 registers the loops keep their per-thread
+ * arrays in local memory, and 2-3 blocks per SM ran slower than one. */
+#define CNORM_MAX_BLOCKS 3
+#if defined(MINB)
+#define CNORM_MIN_BLOCKS MINB
+#else
+#define CNORM_MIN_BLOCKS 1
+#endif
 #define CNORM_ROW_ALIGN 8 /* rows per tile are a multiple of this (a 16-byte vector) */
 
 #define CNORM_MODE_RESIDENT 0
@@ -64,6 +71,12 @@
 #define CNORM_F_SAVED_MEAN 4     /* backward: the saved mean is given */
 #define CNORM_F_SAVED_RSTD 8     /* backward: the saved inv_std is given */
 #define CNORM_F_ZERO_CENTERED 16 /* w_eff = 1 + w */
+
+/* How a block asks L2 for its next tile (params.prefetch): bulk prefetches of each
+ * contiguous run, one prefetch.global.L2 per 128-byte line (NHWC vector path), or none. */
+#define CNORM_PREFETCH_BULK 0
+#define CNORM_PREFETCH_LINES 1
+#define CNORM_PREFETCH_NONE 2
 
 /* Workspace records, floats: partial per (tile, set), final per (segment, set). */
 #define CNORM_PART_FLOATS_FWD 4 /* count, mean, M2, - */
@@ -126,7 +139,7 @@ typedef struct cnorm_params {
     int32_t scale_dt;     /* FROST_DT_* of scale and bias, FROST_DT_NONE when absent */
     int32_t bias_dt;
     int32_t pitch;        /* elements between rows of a shared tile: NHWC cw rounded up to 8, NCHW rows */
-    int32_t reserved;
+    int32_t prefetch;     /* next tile into L2: CNORM_PREFETCH_BULK, _LINES or _NONE */
     float eps, momentum;
     float inv_m;          /* 1 / elements per set */
     float unbias;         /* M / (M - 1) (BatchNorm running variance) */
@@ -436,6 +449,87 @@ FROST_DEVICE void cn_load_tile(const cnorm_params *p, const cnorm_tile *tl, cons
     }
 }
 
+#if defined(LAYOUT_NHWC)
+/* The NHWC vector path's own walk, for windows of at most CNORM_THREADS units (every
+ * target shape): a thread keeps one 16-byte column unit u of the window for the whole tile
+ * and takes rows r0, r0 + per, ...; its global and shared addresses advance by a constant
+ * per row, plus the n-stride gap at each sample boundary crossed, so a unit costs a few
+ * adds instead of the general walk's index arithmetic. */
+typedef struct cn_rows {
+    int units, per, u, r0; /* r0 >= per: this thread has no unit */
+} cn_rows;
+
+FROST_DEVICE cn_rows cn_rows_begin(const cnorm_params *p)
+{
+    cn_rows w;
+    w.units = p->cw / CN_VEC;
+    w.per = CNORM_THREADS / w.units;
+    w.u = threadIdx.x % w.units;
+    w.r0 = threadIdx.x / w.units;
+    return w;
+}
+
+FROST_DEVICE bool cn_rows_fit(const cnorm_params *p)
+{
+    return p->cw / CN_VEC <= CNORM_THREADS;
+}
+
+/* Global element pointer of row r0 of the tile at channel unit u (n stride sn). */
+FROST_DEVICE const frost_io *cn_rows_gptr(const cnorm_params *p, const cnorm_tile *tl, const cn_rows *w,
+                                          const frost_io *base, int64_t sn, int *px)
+{
+    const int q = tl->q0 + w->r0, n = q / p->hw;
+    *px = q - n * p->hw;
+    return base + (int64_t)n * sn + (int64_t)*px * p->c + tl->c0 + w->u * CN_VEC;
+}
+
+/* Next row: rows advance by `per` pixels; crossing into the next sample adds the gap. */
+FROST_DEVICE void cn_rows_advance(const cnorm_params *p, const cn_rows *w, int64_t step, int64_t gap, int *px,
+                                  const frost_io **g)
+{
+    *g += step;
+    *px += w->per;
+    while (*px >= p->hw) {
+        *px -= p->hw;
+        *g += gap;
+    }
+}
+
+/* prefetch.global.L2 of the 128-byte lines of one tensor's tile: the threads whose unit
+ * starts a line issue one per row. */
+FROST_DEVICE void cn_prefetch_rows(const cnorm_params *p, const cnorm_tile *tl, const frost_io *src, int64_t sn)
+{
+    const cn_rows w = cn_rows_begin(p);
+    if (w.r0 >= w.per || (w.u * 16) % 128 != 0)
+        return;
+    int px;
+    const frost_io *g = cn_rows_gptr(p, tl, &w, src, sn, &px);
+    const int64_t step = (int64_t)w.per * p->c, gap = sn - (int64_t)p->hw * p->c;
+    for (int r = w.r0; r < tl->nq; r += w.per) {
+        cn_prefetch_l2(g);
+        cn_rows_advance(p, &w, step, gap, &px, &g);
+    }
+}
+
+/* cp.async of one tensor's tile (the caller commits, waits and synchronizes). */
+FROST_DEVICE void cn_load_rows(const cnorm_params *p, const cnorm_tile *tl, const frost_io *src, int64_t sn,
+                               frost_io *tile)
+{
+    const cn_rows w = cn_rows_begin(p);
+    if (w.r0 >= w.per)
+        return;
+    int px;
+    const frost_io *g = cn_rows_gptr(p, tl, &w, src, sn, &px);
+    const int64_t step = (int64_t)w.per * p->c, gap = sn - (int64_t)p->hw * p->c;
+    frost_io *s = tile + w.r0 * p->pitch + w.u * CN_VEC;
+    for (int r = w.r0; r < tl->nq; r += w.per) {
+        cn_cp_async16(s, g);
+        s += w.per * p->pitch;
+        cn_rows_advance(p, &w, step, gap, &px, &g);
+    }
+}
+#endif
+
 /* Asks L2 for one contiguous run of bytes: a bulk prefetch on sm_90, else one prefetch per
  * 32-byte sector.  A hint: it changes no result. */
 FROST_DEVICE void cn_prefetch_run(const char *start, int bytes)
@@ -470,6 +564,20 @@ static __device__ __noinline__ void cn_prefetch_tile(const cnorm_params *p, cons
                         (hi - lo) * esize);
     }
 #endif
+}
+
+/* The next tile into L2, as params.prefetch asks. */
+FROST_DEVICE void cn_prefetch_next(const cnorm_params *p, const cnorm_tile *tl, const frost_io *src, int64_t sn)
+{
+    if (p->prefetch == CNORM_PREFETCH_NONE)
+        return;
+#if defined(LAYOUT_NHWC)
+    if (p->prefetch == CNORM_PREFETCH_LINES && p->vec_ok && cn_rows_fit(p)) {
+        cn_prefetch_rows(p, tl, src, sn);
+        return;
+    }
+#endif
+    cn_prefetch_tile(p, tl, src, sn);
 }
 
 #endif /* device helpers */

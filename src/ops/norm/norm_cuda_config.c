@@ -46,9 +46,9 @@
  *   1000, 1024    64 x 2   (4 rows/blk)  64 x 2  (4 rows/blk)
  *   4096          256 x 2                256 x 2
  *   5120          512 x 2                512 x 2
- *   8192          512 x 2                512 x 2
+ *   8192          512 x 2 (RMS 256 x 4)  512 x 2
  *   12288         512 x 3                512 x 3
- *   16384         512 x 4                512 x 4 (x, dY re-read from the ring)
+ *   16384         512 x 4 (2 blocks/SM)  512 x 4 (x, dY re-read from the ring)
  *   > 16384       LOOPED                 LOOPED
  *
  * Two ring stages (one row ahead): the FROST_NORM_TUNE sweep of 2026-12-02 on the H200
@@ -233,13 +233,28 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
         plan->group = rule->looped_block;
         plan->nv = rule->looped_nv;
     }
+    /* RMSNorm forward rows of 769-1024 units (8192 bf16 columns) run as 256 threads x 4
+     * units rather than 512 x 2: 1.08x in sweep 3 (2026-12-02, docs/PERF.md); LayerNorm
+     * lost with it (0.94x). */
+    if (!p->backward && vector && !plan->looped && p->kind == FROST__NORM_RMS && plan->group == 512 && units > 768 &&
+        units <= 1024 && frost__norm_tune("group", 0) == 0 && frost__norm_tune("nv", 0) == 0) {
+        plan->group = 256;
+        plan->nv = (int)frost__norm_ceil_div(units, 256);
+    }
     plan->block = plan->group < 256 ? 256 : plan->group;
+    /* Forward rows of 512 threads x 4 units (16384 bf16 columns): launch bounds for two
+     * resident blocks (64 registers; sweep 3: 1.07x LayerNorm) and, for RMSNorm, a one-pass
+     * grid (1.14x). */
+    const int wide = !p->backward && vector && !plan->looped && plan->block == 512 && plan->nv == 4;
+    plan->minb = frost__norm_tune("minb", wide ? 2 : 0);
     /* RMSNorm forward rows of up to 256 threads run as a plain grid, one row per row
      * group: the hardware's block scheduler overlaps short blocks better than the
      * persistent loop (sweeps of 2026-12-02, docs/PERF.md: 1.04-1.07x at hidden 1024 and
-     * 4096, 0.90x at 8192).  LayerNorm's longer row (two reductions) lost with it in both
-     * sweeps (0.92-0.95x), so it keeps the persistent loop and its ring prefetch. */
-    plan->persistent = p->backward || frost__norm_tune("persist", p->kind != FROST__NORM_RMS || plan->block > 256);
+     * 4096, 0.90x at 8192 with 512-thread rows).  LayerNorm's longer row (two reductions)
+     * lost with it in both sweeps (0.92-0.95x), so it keeps the persistent loop and its ring
+     * prefetch. */
+    plan->persistent =
+        p->backward || frost__norm_tune("persist", p->kind != FROST__NORM_RMS || (plan->block > 256 && !wide));
     plan->rows_per_block_groups = plan->block / plan->group;
     s = frost__adanorm_cuda_config(p, plan->rows_per_block_groups, &plan->ada, why);
     if (s != FROST_OK)
@@ -282,8 +297,8 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
         frost__key_define(k, "PER_SAMPLE", NULL);
     if (frost__norm_tune("l2", 0))
         frost__key_define(k, "L2_256", NULL);
-    if (frost__norm_tune("minb", 0) > 0)
-        frost__key_define(k, "MINB", "%d", frost__norm_tune("minb", 0));
+    if (plan->minb > 0)
+        frost__key_define(k, "MINB", "%d", plan->minb);
     if (p->backward) {
         plan->want_dscale = p->slot[FROST__NORM_D_SCALE].present;
         plan->want_dbias = p->slot[FROST__NORM_D_BIAS].present;
