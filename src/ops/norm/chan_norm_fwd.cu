@@ -95,21 +95,27 @@ FROST_DEVICE void fwd_finish_set(const cnorm_params *p, int n, int c0, int j, cn
 /* Tile statistics: per-set mean and M2 into set_mean / set_m2 (two passes on chip). */
 FROST_DEVICE void fwd_tile_stats(const cnorm_params *p, const cnorm_tile *tl, const fwd_smem *m)
 {
+    /* one pass: per channel S1 = sum (x - s), S2 = sum (x - s)^2 about a shift s, the
+     * channel's value in the tile's first row (near the mean, so S2 - S1^2 / n keeps its
+     * digits: no E[x^2] - E[x]^2 cancellation); then per set, the channels' (mean, M2)
+     * merge with Chan's formula for equal counts. */
     const int cg = p->cg;
-    cn_channel_sums(p, tl, m->x, 0, 0, CN_SUM_X, false, m->sum, 0, 0, m->scratch);
+    cn_channel_sums(p, tl, m->x, 0, 0, CN_SUM_SHIFT, false, m->sum, m->sq, 0, m->scratch);
+    const float n = (float)tl->nq, inv_n = 1.0f / n;
     for (int j = threadIdx.x; j < p->sets; j += CNORM_THREADS) {
-        float s = 0.0f;
-        for (int k = 0; k < cg; k++)
-            s += m->sum[j * cg + k];
-        m->set_mean[j] = s / (float)(cg * tl->nq);
-    }
-    __syncthreads();
-    cn_channel_sums(p, tl, m->x, 0, m->set_mean, CN_SUM_SQ, false, m->sq, 0, 0, m->scratch);
-    for (int j = threadIdx.x; j < p->sets; j += CNORM_THREADS) {
-        float s = 0.0f;
-        for (int k = 0; k < cg; k++)
-            s += m->sq[j * cg + k];
-        m->set_m2[j] = s;
+        float mean = 0.0f, m2 = 0.0f;
+        for (int k = 0; k < cg; k++) {
+            const int cl = j * cg + k;
+            mean += fmaf(m->sum[cl], inv_n, cn_tile_first(p, m->x, cl));
+        }
+        mean /= (float)cg;
+        for (int k = 0; k < cg; k++) {
+            const int cl = j * cg + k;
+            const float s1 = m->sum[cl], dm = fmaf(s1, inv_n, cn_tile_first(p, m->x, cl)) - mean;
+            m2 += fmaf(-s1 * inv_n, s1, m->sq[cl]) + n * dm * dm;
+        }
+        m->set_mean[j] = mean;
+        m->set_m2[j] = fmaxf(m2, 0.0f);
     }
     __syncthreads();
 }

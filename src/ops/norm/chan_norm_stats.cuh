@@ -32,6 +32,13 @@
 #define CN_SUM_X 0   /* out0 = sum x */
 #define CN_SUM_SQ 1  /* out0 = sum (x - centre)^2 */
 #define CN_SUM_BWD 2 /* out0 = sum (x - centre)^2 (if with_sq), out1 = sum dy, out2 = sum dy (x - centre) */
+#define CN_SUM_SHIFT 3 /* out0 = sum (x - s), out1 = sum (x - s)^2, s = the channel's value in the tile's first row */
+
+/* How many of out0..2 a kind of sum fills. */
+FROST_DEVICE int cn_sum_outputs(const int what)
+{
+    return what == CN_SUM_BWD ? 3 : what == CN_SUM_SHIFT ? 2 : 1;
+}
 
 FROST_DEVICE float cn_tile_elem(const frost_io *tile, int i)
 {
@@ -46,12 +53,28 @@ FROST_DEVICE void cn_acc(const int what, bool with_sq, float x, float g, float c
         return;
     }
     const float d = x - ctr;
+    if (what == CN_SUM_SHIFT) {
+        *a0 += d;
+        *a1 = fmaf(d, d, *a1);
+        return;
+    }
     if (what == CN_SUM_SQ || with_sq)
         *a0 = fmaf(d, d, *a0);
     if (what == CN_SUM_BWD) {
         *a1 += g;
         *a2 = fmaf(g, d, *a2);
     }
+}
+
+/* The value of channel cl in the first row of a tile. */
+FROST_DEVICE float cn_tile_first(const cnorm_params *p, const frost_io *tile, int cl)
+{
+#if defined(LAYOUT_NHWC)
+    (void)p;
+    return frost_to_float(tile[cl]);
+#else
+    return frost_to_float(tile[cl * p->pitch]);
+#endif
 }
 
 /* CN_VEC elements of a tile at element i (16-byte aligned) as floats. */
@@ -88,8 +111,11 @@ FROST_DEVICE void cn_sums_nhwc(const cnorm_params *p, const cnorm_tile *tl, cons
 #pragma unroll
         for (int k = 0; k < CN_VEC; k++) {
             a0[k] = a1[k] = a2[k] = 0.0f;
-            ctr[k] = what == CN_SUM_X || !active ? 0.0f : centre[min(cu * CN_VEC + k, cw - 1) / p->cg];
+            ctr[k] = what == CN_SUM_X || what == CN_SUM_SHIFT || !active ? 0.0f
+                                                                       : centre[min(cu * CN_VEC + k, cw - 1) / p->cg];
         }
+        if (what == CN_SUM_SHIFT && active)
+            cn_tile_vec(sx, cu * CN_VEC, ctr); /* row 0 */
         if (active) {
 #pragma unroll 2
             for (int r = r0; r < tl->nq; r += per) {
@@ -104,7 +130,7 @@ FROST_DEVICE void cn_sums_nhwc(const cnorm_params *p, const cnorm_tile *tl, cons
         }
 #pragma unroll
         for (int sum = 0; sum < 3; sum++) {
-            if (sum > 0 && what != CN_SUM_BWD)
+            if (sum >= cn_sum_outputs(what))
                 break;
             float *a = sum == 0 ? a0 : sum == 1 ? a1 : a2;
             float *out = sum == 0 ? out0 : sum == 1 ? out1 : out2;
@@ -171,8 +197,8 @@ FROST_DEVICE void cn_channel_sums(const cnorm_params *p, const cnorm_tile *tl, c
     const int warp = tid / 32, lane = tid & 31, first = (warp % team) * 32 + lane, step = team * 32;
     const int full = nq / CN_VEC;
     for (int cl = warp / team; warp / team < groups && cl < cw; cl += groups) {
-        const float ctr = what == CN_SUM_X ? 0.0f : centre[cl / p->cg];
         const frost_io *rx = sx + cl * p->pitch;
+        const float ctr = what == CN_SUM_X ? 0.0f : what == CN_SUM_SHIFT ? cn_tile_elem(rx, 0) : centre[cl / p->cg];
         const frost_io *rdy = sdy + cl * p->pitch;
         float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f;
 #pragma unroll 2
@@ -189,17 +215,17 @@ FROST_DEVICE void cn_channel_sums(const cnorm_params *p, const cnorm_tile *tl, c
             cn_acc(what, with_sq, cn_tile_elem(rx, e), what == CN_SUM_BWD ? cn_tile_elem(rdy, e) : 0.0f, ctr, &a0,
                    &a1, &a2);
         a0 = frost_warp_sum(a0);
-        if (what == CN_SUM_BWD) {
+        if (cn_sum_outputs(what) > 1)
             a1 = frost_warp_sum(a1);
+        if (cn_sum_outputs(what) > 2)
             a2 = frost_warp_sum(a2);
-        }
         if (lane == 0) {
             if (team == 1) {
                 out0[cl] = a0;
-                if (what == CN_SUM_BWD) {
+                if (cn_sum_outputs(what) > 1)
                     out1[cl] = a1;
+                if (cn_sum_outputs(what) > 2)
                     out2[cl] = a2;
-                }
             } else {
                 scratch[warp] = a0;
                 scratch[CNORM_WARPS + warp] = a1;
@@ -217,10 +243,10 @@ FROST_DEVICE void cn_channel_sums(const cnorm_params *p, const cnorm_tile *tl, c
                 s2 += scratch[2 * CNORM_WARPS + tid * team + k];
             }
             out0[tid] = s0;
-            if (what == CN_SUM_BWD) {
+            if (cn_sum_outputs(what) > 1)
                 out1[tid] = s1;
+            if (cn_sum_outputs(what) > 2)
                 out2[tid] = s2;
-            }
         }
         __syncthreads();
     }
