@@ -11,11 +11,11 @@
  * cap the effective bandwidth at 2/3 of a copy (about 2.8 TB/s on an H200), and the 50 MB
  * L2 cannot keep a 134 MB tensor between them.  Here each block keeps its tile of x in
  * shared memory (up to ~220 KB) from the load to the store: per-channel sums are taken on
- * chip in two passes (mean, then squared deviations about the tile's own mean, so no
- * E[x^2] - E[x]^2 cancellation), tiles of one segment exchange (count, mean, M2) through
- * the workspace (chan_norm_kernel.cuh: Chan merge by the last arrival, in tile order, so
- * bitwise repeatable), and y is written from shared memory.  HBM traffic is the floor:
- * 2 x elements x 2 bytes in bf16.
+ * chip in one pass about a shift (the channel's value in the tile's first row, so no
+ * E[x^2] - E[x]^2 cancellation) and merged per set, tiles of one segment exchange (count,
+ * mean, M2) through the workspace (chan_norm_stats.cuh: Chan merge by the last arrival, in
+ * tile order, so bitwise repeatable), and y is written from shared memory.  HBM traffic
+ * is the floor: 2 x elements x 2 bytes in bf16.
  *
  * The grid is persistent, one block per SM (the host checks that every segment's tiles fit
  * in one wave, and sizes tiles so the waves come out even); once a block's tile has landed
@@ -29,9 +29,10 @@
  * channels, 32 per sample, 8 waves; BatchNorm: 1000 pixels x 64 channels, 132 per window
  * (one wave each), 8 waves; 128x256x32x32: GroupNorm 1024 pixels x 64 channels (whole
  * groups, no exchange), BatchNorm as above in 4 waves.  A wave moves ~256 KB per SM, 8 us
- * at an SM's share of 4.18 TB/s; the on-chip work of a tile (two 16-byte passes over
- * shared memory, the apply, the exchange) is ~4-5 us and overlaps the next tile's
- * prefetch.  So ~3.6 TB/s effective if L2 keeps the prefetched wave, ~3.0 TB/s if not.
+ * at an SM's share of 4.18 TB/s.  Measured (ncu, 2026-12-02, docs/PERF.md), the on-chip
+ * work was the larger part: the general tile walk spent ~170 instructions per 16-byte unit
+ * (issue-bound at IPC 1.6), so the NHWC vector path has its own row cursor and the
+ * statistics take one pass.
  *
  * Entry points: cnorm_fwd_kernel (modes RESIDENT, STATS, APPLY — see the header) and
  * cnorm_fwd_finalize_kernel (the fallback's merge: one warp per set).
