@@ -489,9 +489,10 @@ FROST_DEVICE void cn_rows_advance(const cnorm_params *p, const cn_rows *w, int64
 {
     *g += step;
     *px += w->per;
-    while (*px >= p->hw) {
-        *px -= p->hw;
-        *g += gap;
+    if (*px >= p->hw) {
+        const int samples = *px / p->hw;
+        *px -= samples * p->hw;
+        *g += samples * gap;
     }
 }
 
