@@ -319,6 +319,10 @@ FROST_DEVICE void cn_store_part(const cnorm_params *p, int t, int j, cnorm_stat 
         cn_st_v4(rec + 4, s.s2, 0.0f, 0.0f, 0.0f);
 }
 
+/* Partial records a merging thread loads at once: one L2 round trip per batch (a segment
+ * of 132 tiles merged by 8 threads per set: two round trips). */
+#define CN_MERGE_BATCH 8
+
 /* Merges the k_tiles partials of set j of segment seg with `lanes` adjacent threads (a
  * power of two <= 32, aligned in the warp); the whole warp calls it, and every lane of a
  * set's group gets the same result (a j past the window's sets merges nothing).  Lane l
@@ -330,13 +334,13 @@ static __device__ __noinline__ cnorm_stat cn_merge_set(const cnorm_params *p, in
     const int lane = threadIdx.x & (lanes - 1), k = j < p->sets ? p->k_tiles : 0;
     const int begin = (int)(((int64_t)lane * k) / lanes), end = (int)(((int64_t)(lane + 1) * k) / lanes);
     cnorm_stat acc = cn_stat_zero();
-    for (int i = begin; i < end; i += 4) { /* four L2 round trips in flight, merged in order */
-        cnorm_stat part[4];
+    for (int i = begin; i < end; i += CN_MERGE_BATCH) { /* loads in flight together, merged in order */
+        cnorm_stat part[CN_MERGE_BATCH];
 #pragma unroll
-        for (int u = 0; u < 4; u++)
+        for (int u = 0; u < CN_MERGE_BATCH; u++)
             part[u] = i + u < end ? cn_load_part(p, seg * k + i + u, j, floats) : cn_stat_zero();
 #pragma unroll
-        for (int u = 0; u < 4; u++)
+        for (int u = 0; u < CN_MERGE_BATCH; u++)
             acc = cn_merge(acc, part[u]);
     }
     for (int m = 1; m < lanes; m <<= 1) {
