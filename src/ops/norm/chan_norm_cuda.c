@@ -178,9 +178,9 @@ static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
     k->num_tiles = (int32_t)geo->num_tiles;
     k->num_segments = (int32_t)geo->num_segments;
     k->pitch = (int32_t)(pl->nhwc ? CNORM_PITCH_NHWC(geo->cw) : geo->rows);
-    /* developer tuning: FROST_CNORM_PREFETCH = 0 bulk (default), 1 lines, 2 none */
+    /* developer tuning: FROST_CNORM_PREFETCH = 0 bulk, 1 lines (the default), 2 none */
     const char *pf = getenv("FROST_CNORM_PREFETCH");
-    k->prefetch = pf && pf[0] >= '0' && pf[0] <= '2' && !pf[1] ? pf[0] - '0' : CNORM_PREFETCH_BULK;
+    k->prefetch = pf && pf[0] >= '0' && pf[0] <= '2' && !pf[1] ? pf[0] - '0' : CNORM_PREFETCH_DEFAULT;
     if (p->slot[FROST__CNORM_SCALE].present) {
         k->scale_dt = (int32_t)p->slot[FROST__CNORM_SCALE].dtype;
         if (p->zero_centered_scale)

@@ -59,7 +59,8 @@ static double price(const cnorm_shape *s, int64_t waves, int64_t blocks, int64_t
  * sm_count x cap bytes of prefetched data in L2 (17 MB at 128 KB on 132 SMs) next to the
  * lines being written: the cap trades that footprint against per-tile overheads.  A guess
  * until measured.  For tuning (and the tests), FROST_CNORM_TILE_KB overrides it (16..1024,
- * per tile) and FROST_CNORM_BLOCKS sets the blocks per SM (1..CNORM_MAX_BLOCKS). */
+ * per tile), FROST_CNORM_BLOCKS sets the blocks per SM (1..CNORM_MAX_BLOCKS) and
+ * FROST_CNORM_WINDOW the channels per window (when it is a valid width). */
 #define SM_BYTES_CAP (128 * 1024)
 
 static int64_t env_int(const char *name, int64_t lo, int64_t hi)
@@ -72,7 +73,7 @@ static int64_t env_int(const char *name, int64_t lo, int64_t hi)
 /* Picks the window, rows and tiles per segment (see the top of this file).  stats: the op
  * computes statistics (else a single APPLY pass).  Returns 0 when not even 8 rows of the
  * narrowest window fit in `budget` bytes of shared memory. */
-int frost__cnorm_choose_geometry(const cnorm_shape *s, const cnorm_device *dev, int stats, cnorm_geometry *out)
+static int choose(const cnorm_shape *s, const cnorm_device *dev, int stats, int64_t window, cnorm_geometry *out)
 {
     const int64_t tile_kb = env_int("FROST_CNORM_TILE_KB", 16, 1024),
                   forced = env_int("FROST_CNORM_BLOCKS", 1, CNORM_MAX_BLOCKS);
@@ -100,7 +101,8 @@ int frost__cnorm_choose_geometry(const cnorm_shape *s, const cnorm_device *dev, 
         const size_t budget = dev->optin < per_sm ? dev->optin : per_sm;
         for (int wi = 0; wi < count; wi++) {
             const int64_t cw = widths[wi];
-            if (cw % s->cw_unit != 0 || frost__cnorm_smem_bytes(s, CNORM_ROW_ALIGN, cw) > budget)
+            if (cw % s->cw_unit != 0 || frost__cnorm_smem_bytes(s, CNORM_ROW_ALIGN, cw) > budget ||
+                (window && cw != window))
                 continue;
             const int64_t fixed = (int64_t)frost__cnorm_smem_bytes(s, 0, cw);
             const int64_t row_bytes = row_elems(s, cw) * s->esize;
@@ -155,4 +157,10 @@ int frost__cnorm_choose_geometry(const cnorm_shape *s, const cnorm_device *dev, 
         }
     }
     return best >= 0.0;
+}
+
+int frost__cnorm_choose_geometry(const cnorm_shape *s, const cnorm_device *dev, int stats, cnorm_geometry *out)
+{
+    const int64_t window = env_int("FROST_CNORM_WINDOW", 1, INT32_MAX);
+    return (window && choose(s, dev, stats, window, out)) || choose(s, dev, stats, 0, out);
 }

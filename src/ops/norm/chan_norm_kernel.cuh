@@ -77,6 +77,10 @@
 #define CNORM_PREFETCH_BULK 0
 #define CNORM_PREFETCH_LINES 1
 #define CNORM_PREFETCH_NONE 2
+/* Measured on the H200 (2026-12-02, docs/PERF.md): per-line prefetches beat the bulk ones
+ * (whose operands must be warp-uniform, so the compiler loops over the lanes' addresses)
+ * in 6 of the 8 NHWC targets, by up to 1.10x.  The host's default. */
+#define CNORM_PREFETCH_DEFAULT CNORM_PREFETCH_LINES
 
 /* Workspace records, floats: partial per (tile, set), final per (segment, set). */
 #define CNORM_PART_FLOATS_FWD 4 /* count, mean, M2, - */
@@ -483,17 +487,23 @@ FROST_DEVICE const frost_io *cn_rows_gptr(const cnorm_params *p, const cnorm_til
     return base + (int64_t)n * sn + (int64_t)*px * p->c + tl->c0 + w->u * CN_VEC;
 }
 
-/* Next row: rows advance by `per` pixels; crossing into the next sample adds the gap. */
+/* Next row: rows advance by `per` pixels; crossing into the next sample adds the gap.
+ * GroupNorm / InstanceNorm tiles lie within one sample (a segment is one sample's window),
+ * so only BatchNorm's can cross. */
 FROST_DEVICE void cn_rows_advance(const cnorm_params *p, const cn_rows *w, int64_t step, int64_t gap, int *px,
                                   const frost_io **g)
 {
     *g += step;
+#if defined(KIND_BATCH)
     *px += w->per;
     if (*px >= p->hw) {
         const int samples = *px / p->hw;
         *px -= samples * p->hw;
         *g += samples * gap;
     }
+#else
+    (void)p, (void)w, (void)gap, (void)px;
+#endif
 }
 
 /* prefetch.global.L2 of the 128-byte lines of one tensor's tile: the threads whose unit

@@ -82,8 +82,7 @@ static const tile_rule tile_rules[2][3] = {
  * fetches), persist (1: persistent grid, 0: one row group per row; forward only), bps (cap
  * on blocks per SM), minrows (backward: rows a row group should see at least), minb
  * (resident blocks per SM the launch bounds cut registers for), rslices (the backward
- * reduce's slices of partial rows, 1-32), ln1 (LayerNorm forward: one reduction of the
- * threads' mean and M2 when every thread holds a full share of the row). */
+ * reduce's slices of partial rows, 1-32). */
 int frost__norm_tune(const char *name, int dflt)
 {
     const char *env = getenv("FROST_NORM_TUNE");
@@ -300,8 +299,6 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
         frost__key_define(k, "L2_256", NULL);
     if (plan->minb > 0)
         frost__key_define(k, "MINB", "%d", plan->minb);
-    if (!p->backward && p->kind == FROST__NORM_LAYER && frost__norm_tune("ln1", 0))
-        frost__key_define(k, "LN_ONE_REDUCTION", NULL);
     if (p->backward) {
         plan->want_dscale = p->slot[FROST__NORM_D_SCALE].present;
         plan->want_dbias = p->slot[FROST__NORM_D_BIAS].present;

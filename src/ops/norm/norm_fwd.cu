@@ -124,25 +124,12 @@ FROST_DEVICE void fwd_store_stats(const norm_fwd_params *p, int64_t row, float m
 FROST_DEVICE void fwd_process(const norm_fwd_params *p, const uint32_t *cur, int64_t row, int lane, norm_red *red,
                               const int vec, const int units)
 {
-#if defined(KIND_LAYER) && defined(LN_ONE_REDUCTION)
-    float mean, q;
-    if (p->cols == GROUP * units * vec) { /* every thread holds units * vec valid elements */
-        const float n = (float)(units * vec);
-        mean = fwd_partial_sum(cur, vec, units) / n;
-        q = fwd_partial_sq(cur, lane, p->cols, mean, vec, units);
-        norm_group_meanvar(&mean, &q, n, red);
-    } else {
-        mean = norm_group_sum(fwd_partial_sum(cur, vec, units), red) * p->inv_cols;
-        q = norm_group_sum(fwd_partial_sq(cur, lane, p->cols, mean, vec, units), red);
-    }
-    const float rstd = rsqrtf(q * p->inv_cols + p->epsilon);
-#elif defined(KIND_LAYER)
     const float s = norm_group_sum(fwd_partial_sum(cur, vec, units), red);
+#if defined(KIND_LAYER)
     const float mean = s * p->inv_cols;
     const float q = norm_group_sum(fwd_partial_sq(cur, lane, p->cols, mean, vec, units), red);
     const float rstd = rsqrtf(q * p->inv_cols + p->epsilon);
 #else
-    const float s = norm_group_sum(fwd_partial_sum(cur, vec, units), red);
     const float mean = 0.0f;
     const float rstd = rsqrtf(s * p->inv_cols + p->epsilon);
 #endif

@@ -361,45 +361,6 @@ FROST_DEVICE void norm_group_sum2(float *a, float *b, norm_red *r)
 #endif
 }
 
-/* Mean and M2 (sum of squared deviations) over the row group, from every thread's own mean
- * and M2 over `n` elements (the same n for every thread): one reduction.  Equal counts make
- * Chan's merge division-free: two halves of n elements each give mean (a + b) / 2 and
- * M2 = M2a + M2b + n / 2 (b - a)^2, and the cross-warp merge in warp order uses the
- * constant fractions 1 / (w + 1), w / (w + 1).  Fixed order: deterministic. */
-FROST_DEVICE void norm_group_meanvar(float *mean, float *m2, float n, norm_red *r)
-{
-    float a = *mean, q = *m2;
-#pragma unroll
-    for (int mask = 1; mask < (GROUP < 32 ? GROUP : 32); mask <<= 1) {
-        const float b = __shfl_xor_sync(0xffffffffu, a, mask), qb = __shfl_xor_sync(0xffffffffu, q, mask);
-        const float d = b - a;
-        a = 0.5f * (a + b);
-        q = q + qb + 0.5f * n * d * d;
-        n *= 2.0f;
-    }
-#if GROUP <= 32
-    (void)r;
-#else
-    float *red = norm_red_next(r);
-    if ((threadIdx.x & 31) == 0) {
-        red[threadIdx.x / 32] = a;
-        red[BLOCK / 32 + threadIdx.x / 32] = q;
-    }
-    __syncthreads();
-    const int first = (threadIdx.x / GROUP) * (GROUP / 32);
-    a = red[first];
-    q = red[BLOCK / 32 + first];
-#pragma unroll
-    for (int w = 1; w < GROUP / 32; w++) {
-        const float b = red[first + w], d = b - a;
-        a = fmaf(d, 1.0f / (float)(w + 1), a);
-        q += red[BLOCK / 32 + first + w] + d * d * n * ((float)w / (float)(w + 1));
-    }
-#endif
-    *mean = a;
-    *m2 = q;
-}
-
 #if defined(STAGES) && STAGES > 1
 /* ---- staged rows: a ring of STAGES row slots in shared memory, filled by cp.async ----
  * Register prefetch holds one row ahead at the price of registers; cp.async holds
