@@ -8,8 +8,9 @@
  * sets and every tile count per segment up to one per resident block, and prices each by
  * waves x (bytes a wave moves per SM + the per-tile overheads, which other blocks'
  * streaming hides), with a penalty for NHWC windows narrower than a 128-byte line.  A
- * configuration whose segment fits one wave runs RESIDENT (x, and dy, cross HBM once);
- * otherwise the caller runs the three-kernel fallback.
+ * configuration whose segment fits one wave runs RESIDENT (x, and dy, cross HBM once)
+ * unless the three-kernel fallback (x read twice) prices lower; a segment larger than a
+ * wave always takes the fallback.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,12 +34,18 @@ size_t frost__cnorm_smem_bytes(const cnorm_shape *s, int64_t rows, int64_t cw)
 /* The price of one tiling, in bytes one SM moves (or could have moved) over the whole
  * op: per wave (one tile per resident block), the blocks' reads and writes, a fixed cost
  * per tile (barriers and the passes' start-up, ~0.5 us at an SM's share of HBM), and for a
- * segment of several tiles the exchange (~1.5 us of round trips) plus the merge of its
- * k x sets records.  With several blocks per SM one block's overheads overlap the others'
- * streaming, so a wave pays them once.  NHWC windows narrower than a 128-byte line are
- * marked up: each pixel's run shares its lines with other windows. */
+ * segment of several tiles the exchange: a fixed ~1.5 us of round trips, the merge of its
+ * k x sets records, and EXCHANGE_TILE_BYTES per tile of the segment, because every block
+ * waits for the slowest of the k (fitted to the 2026-12-02 sweeps, docs/PERF.md: a
+ * GroupNorm segment of 32 tiles ran 0.86x one of 4, and BatchNorm's 132-tile segments
+ * 0.70x the three-kernel fallback that reads x twice).  With several blocks per SM one
+ * block's overheads overlap the others' streaming, so a wave pays them once.  NHWC windows
+ * narrower than a 128-byte line are marked up: each pixel's run shares its lines with
+ * other windows. */
 #define TILE_FIXED_BYTES (16 * 1024)
 #define EXCHANGE_BYTES (48 * 1024)
+#define EXCHANGE_TILE_BYTES (2 * 1024)
+#define FINALIZE_BYTES (64 * 1024) /* the fallback's finalize launch, once */
 
 static double price(const cnorm_shape *s, int64_t waves, int64_t blocks, int64_t rows, int64_t cw, int64_t k)
 {
@@ -46,12 +53,20 @@ static double price(const cnorm_shape *s, int64_t waves, int64_t blocks, int64_t
     double wave =
         (double)blocks * (double)rows * (double)cw * (double)s->esize * (double)(s->tensors + 1) + TILE_FIXED_BYTES;
     if (k > 1)
-        wave += EXCHANGE_BYTES + (double)k * (double)(cw / s->cg) * record / 4.0;
+        wave += EXCHANGE_BYTES + (double)k * ((double)(cw / s->cg) * record / 4.0 + EXCHANGE_TILE_BYTES);
     double cost = (double)waves * wave;
     const int64_t run = cw * s->esize;
     if (s->nhwc && cw < s->c && run < 128)
-        cost *= 1.0 + (double)(128 - run) / 256.0;
+        cost *= 1.0 + (double)(128 - run) / 128.0;
     return cost;
+}
+
+/* The three-kernel fallback's price: statistics (x, and dy, read), the finalize, and the
+ * apply (read again, write). */
+static double price_fallback(const cnorm_shape *s, int64_t waves, int64_t blocks, int64_t rows, int64_t cw)
+{
+    const double once = price(s, waves, blocks, rows, cw, 1);
+    return once * (double)(2 * s->tensors + 1) / (double)(s->tensors + 1) + FINALIZE_BYTES;
 }
 
 /* Bytes of data (x, and dy for the backward) one SM's tiles hold at most.  Each block
@@ -79,7 +94,7 @@ static int choose(const cnorm_shape *s, const cnorm_device *dev, int stats, int6
                   forced = env_int("FROST_CNORM_BLOCKS", 1, CNORM_MAX_BLOCKS);
     const int64_t seg_rows = s->kind == FROST__CNORM_BATCH ? s->n * s->hw : s->hw;
     double best = -1.0;
-    int best_resident = 0;
+    int64_t best_exchange = 0;
     memset(out, 0, sizeof *out);
     /* windows: the divisors of C made of whole units, narrowest first */
     int64_t widths[2 * 1536];
@@ -120,12 +135,12 @@ static int choose(const cnorm_shape *s, const cnorm_device *dev, int stats, int6
                 continue;
             const int64_t segs = (s->kind == FROST__CNORM_BATCH ? 1 : s->n) * (s->c / cw);
             const int64_t kmin = frost__cnorm_ceil_div(seg_rows, rmax);
-            const int resident = stats && kmin <= slots;
+            const int can_reside = stats && kmin <= slots;
             /* tiles per segment: from the fewest that fit up to one per resident block */
-            const int64_t kmax = resident ? (slots < frost__cnorm_ceil_div(seg_rows, CNORM_ROW_ALIGN)
-                                                 ? slots
-                                                 : frost__cnorm_ceil_div(seg_rows, CNORM_ROW_ALIGN))
-                                          : kmin;
+            const int64_t kmax = can_reside ? (slots < frost__cnorm_ceil_div(seg_rows, CNORM_ROW_ALIGN)
+                                                   ? slots
+                                                   : frost__cnorm_ceil_div(seg_rows, CNORM_ROW_ALIGN))
+                                            : kmin;
             int64_t k_best = 0, rows_best = 0;
             double cost = 0.0;
             for (int64_t k = kmin; k <= kmax; k++) {
@@ -135,13 +150,24 @@ static int choose(const cnorm_shape *s, const cnorm_device *dev, int stats, int6
                 if (k_best == 0 || c < cost)
                     k_best = tiles, rows_best = rows, cost = c;
             }
-            if (stats && !resident)
-                cost *= 1.5; /* x read twice */
-            /* a resident tiling always beats the fallback; within 2% the wider window wins */
-            if (best >= 0.0 && (resident < best_resident || (resident == best_resident && cost > best * 1.02)))
+            int resident = can_reside;
+            if (stats) { /* the fallback, with the fewest tiles, when it is cheaper (or the only way) */
+                const int64_t rows = frost__cnorm_align_up(frost__cnorm_ceil_div(seg_rows, kmin), CNORM_ROW_ALIGN),
+                              tiles = frost__cnorm_ceil_div(seg_rows, rows);
+                const double c = price_fallback(s, frost__cnorm_ceil_div(segs * tiles, slots), blocks, rows, cw);
+                if (!can_reside || c < cost)
+                    resident = 0, k_best = tiles, rows_best = rows, cost = c;
+            }
+            /* within 2%: the smaller exchange wins; then a resident tiling takes the wider
+             * window (fewer segments), the fallback the narrower (measured faster down to
+             * 128-byte runs, 2026-12-02) */
+            const int64_t exchange = resident ? k_best : 1;
+            if (best >= 0.0 &&
+                (cost > best * 1.02 ||
+                 (cost * 1.02 >= best && (exchange > best_exchange || (exchange == best_exchange && !resident)))))
                 continue;
-            best = best >= 0.0 && resident == best_resident && best < cost ? best : cost;
-            best_resident = resident;
+            best = best >= 0.0 && best < cost ? best : cost;
+            best_exchange = exchange;
             out->cw = cw;
             out->sets = cw / s->cg;
             out->windows = s->c / cw;
