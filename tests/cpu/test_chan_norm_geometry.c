@@ -1,0 +1,130 @@
+/*
+ * test_chan_norm_geometry.c — how the cuda channel-norm engine cuts GroupNorm /
+ * InstanceNorm / BatchNorm problems into tiles (frost__cnorm_choose_geometry,
+ * chan_norm_geometry.c), checked on the host: no GPU needed.
+ *
+ * The device is an H200 as the tiling sees it (132 SMs, 228 KB of shared memory per SM,
+ * 227 KB per block).  Each case names the window, tiles per segment and residency the
+ * tiling must choose: for the issue's NHWC bf16 targets, the choices the 2026-12-02 sweeps
+ * measured fastest (docs/PERF.md: 64-channel windows for GroupNorm, the three-kernel
+ * fallback for BatchNorm), and for every case the invariants the kernels rely on: a
+ * resident segment fits one wave of resident blocks, the window is whole units of the
+ * vector and whole sets, rows are multiples of CNORM_ROW_ALIGN and the tile fits a block's
+ * shared memory.  The developer overrides (FROST_CNORM_WINDOW, FROST_CNORM_BLOCKS,
+ * FROST_CNORM_TILE_KB) are checked to reach the choice, and an unusable window to be
+ * ignored.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/norm/chan_norm_cuda.h"
+#include "test_util.h"
+
+enum { GN = FROST__CNORM_GROUP, IN = FROST__CNORM_INSTANCE, BN = FROST__CNORM_BATCH };
+
+typedef struct geo_case {
+    const char *name;
+    int kind, nhwc, tensors; /* tensors: 1 forward, 2 backward */
+    int64_t n, c, hw, groups, esize;
+    const char *env; /* "NAME=value" for this case, or NULL */
+    int64_t cw, k;   /* expected window and tiles per segment (0: not checked) */
+    int resident;    /* expected residency (-1: not checked) */
+    int64_t blocks;  /* expected blocks per SM */
+} geo_case;
+
+static const geo_case cases[] = {
+    /* name, kind, nhwc, tensors, n, c, hw, groups, esize, env, cw, k, resident, blocks */
+    {"gn fwd 32x512x64x64: 64-channel windows, 4 tiles", GN, 1, 1, 32, 512, 4096, 32, 2, NULL, 64, 4, 1, 1},
+    {"gn bwd 32x512x64x64: 64-channel windows, 8 tiles", GN, 1, 2, 32, 512, 4096, 32, 2, NULL, 64, 8, 1, 1},
+    {"gn fwd 128x256x32x32: whole groups per tile", GN, 1, 1, 128, 256, 1024, 32, 2, NULL, 64, 1, 1, 1},
+    {"gn bwd 128x256x32x32: 64-channel windows, 2 tiles", GN, 1, 2, 128, 256, 1024, 32, 2, NULL, 64, 2, 1, 1},
+    {"bn fwd 32x512x64x64: the fallback", BN, 1, 1, 32, 512, 4096, 0, 2, NULL, 64, 0, 0, 1},
+    {"bn bwd 32x512x64x64: the fallback", BN, 1, 2, 32, 512, 4096, 0, 2, NULL, 64, 0, 0, 1},
+    {"bn fwd 128x256x32x32: the fallback", BN, 1, 1, 128, 256, 1024, 0, 2, NULL, 64, 0, 0, 1},
+    {"bn bwd 128x256x32x32: the fallback", BN, 1, 2, 128, 256, 1024, 0, 2, NULL, 64, 0, 0, 1},
+    {"in fwd nhwc f32", IN, 1, 1, 8, 96, 900, 0, 4, NULL, 0, 0, -1, 1},
+    {"gn fwd nchw f16 one group", GN, 0, 1, 2, 64, 1600, 1, 2, NULL, 0, 0, -1, 1},
+    {"bn bwd nchw odd", BN, 0, 2, 7, 5, 33, 0, 4, NULL, 0, 0, -1, 1},
+    {"gn fwd odd channels", GN, 1, 1, 2, 22, 81, 11, 2, NULL, 0, 0, -1, 1},
+    {"window override reaches the choice", GN, 1, 1, 32, 512, 4096, 32, 2, "FROST_CNORM_WINDOW=128", 128, 8, 1, 1},
+    {"an unusable window is ignored", GN, 1, 1, 32, 512, 4096, 32, 2, "FROST_CNORM_WINDOW=7", 64, 4, 1, 1},
+    {"two blocks per SM", GN, 1, 1, 32, 512, 4096, 32, 2, "FROST_CNORM_BLOCKS=2", 0, 0, 1, 2},
+    {"16 KB tiles push BatchNorm past a wave", BN, 1, 1, 32, 8, 18432, 0, 2, "FROST_CNORM_TILE_KB=16", 0, 0, 0, 1},
+};
+#define NUM_CASES ((int)(sizeof cases / sizeof cases[0]))
+
+static void run_case(int index, const geo_case *c)
+{
+    tu_set_context("test_chan_norm_geometry", 0, index, c->name);
+    const cnorm_device dev = {.sms = 132, .smem_per_sm = 233472, .optin = 232448, .reserved = 1024};
+    cnorm_shape s = {
+        .kind = c->kind, .nhwc = c->nhwc, .tensors = c->tensors, .n = c->n, .c = c->c, .hw = c->hw, .esize = c->esize};
+    s.cg = c->kind == GN ? c->c / c->groups : 1;
+    const int64_t vec = 16 / c->esize;
+    int64_t g = s.cg, a = vec;
+    while (a) {
+        const int64_t t = g % a;
+        g = a, a = t;
+    }
+    /* whole sets, and whole 16-byte units on the NHWC vector path (chan_norm_cuda.c) */
+    const int vec_layout = c->nhwc ? c->c % vec == 0 : c->hw % vec == 0;
+    s.cw_unit = c->nhwc && vec_layout ? s.cg / g * vec : s.cg;
+    char name[64] = {0};
+    const char *eq = c->env ? strchr(c->env, '=') : NULL;
+    if (eq) {
+        memcpy(name, c->env, (size_t)(eq - c->env));
+        setenv(name, eq + 1, 1);
+    }
+    cnorm_geometry geo;
+    const int ok = frost__cnorm_choose_geometry(&s, &dev, 1, &geo);
+    if (eq)
+        unsetenv(name);
+    if (!ok) {
+        tu_failf("no tiling found");
+        return;
+    }
+    const int64_t seg_rows = c->kind == BN ? c->n * c->hw : c->hw;
+    if (c->cw && geo.cw != c->cw)
+        tu_failf("window %lld channels, expected %lld", (long long)geo.cw, (long long)c->cw);
+    if (c->k && geo.k_tiles != c->k)
+        tu_failf("%lld tiles per segment, expected %lld", (long long)geo.k_tiles, (long long)c->k);
+    if (c->resident >= 0 && geo.resident != c->resident)
+        tu_failf("resident %d, expected %d", geo.resident, c->resident);
+    if (geo.blocks != c->blocks)
+        tu_failf("%lld blocks per SM, expected %lld", (long long)geo.blocks, (long long)c->blocks);
+    /* invariants the kernels and the exchange rely on */
+    if (geo.cw <= 0 || c->c % geo.cw != 0 || geo.cw % s.cw_unit != 0 || geo.sets != geo.cw / s.cg)
+        tu_failf("window %lld is not whole sets and units of C %lld", (long long)geo.cw, (long long)c->c);
+    if (geo.rows % CNORM_ROW_ALIGN != 0 || geo.k_tiles != (seg_rows + geo.rows - 1) / geo.rows)
+        tu_failf("%lld rows x %lld tiles do not cut a %lld-row segment", (long long)geo.rows, (long long)geo.k_tiles,
+                 (long long)seg_rows);
+    if (geo.resident && geo.k_tiles > dev.sms * geo.blocks)
+        tu_failf("a resident segment of %lld tiles exceeds the %lld resident blocks", (long long)geo.k_tiles,
+                 (long long)(dev.sms * geo.blocks));
+    const size_t per_block = dev.smem_per_sm / (size_t)geo.blocks - dev.reserved;
+    if (geo.smem > (dev.optin < per_block ? dev.optin : per_block) ||
+        geo.smem != frost__cnorm_smem_bytes(&s, geo.rows, geo.cw))
+        tu_failf("%zu bytes of shared memory do not fit a block", geo.smem);
+    if (geo.num_tiles != geo.num_segments * geo.k_tiles)
+        tu_failf("%lld tiles for %lld segments of %lld", (long long)geo.num_tiles, (long long)geo.num_segments,
+                 (long long)geo.k_tiles);
+}
+
+int main(void)
+{
+    const int only = tu_case_filter();
+    int run_count = 0;
+    unsetenv("FROST_CNORM_WINDOW");
+    unsetenv("FROST_CNORM_BLOCKS");
+    unsetenv("FROST_CNORM_TILE_KB");
+    for (int i = 0; i < NUM_CASES; ++i) {
+        if (only >= 0 && only != i)
+            continue;
+        tu_case_begin();
+        run_case(i, &cases[i]);
+        tu_case_end();
+        ++run_count;
+    }
+    return tu_finish(run_count);
+}
