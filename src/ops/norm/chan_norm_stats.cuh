@@ -26,7 +26,7 @@
 #ifndef FROST_CHAN_NORM_STATS_CUH
 #define FROST_CHAN_NORM_STATS_CUH
 
-#include "chan_norm_kernel.cuh"
+#include "chan_norm_rows.cuh"
 
 /* ---- per-channel sums over a shared tile ------------------------------------------------ */
 #define CN_SUM_X 0   /* out0 = sum x */
