@@ -248,9 +248,7 @@ FROST_DEVICE void bwd_apply(const cnorm_params *p, const cnorm_tile *tl, const b
             cdy[k] = m->ch1[w.u * CN_VEC + k];
             cx[k] = m->ch2[w.u * CN_VEC + k];
         }
-        int px;
-        const frost_io *g = cn_rows_gptr(p, tl, &w, (const frost_io *)p->out, p->out_sn, &px);
-        const int64_t step = (int64_t)w.per * p->c, gap = p->out_sn - (int64_t)p->hw * p->c;
+        cn_gcursor cur = cn_rows_cursor(p, tl, &w, (const frost_io *)p->out, p->out_sn);
         const int first = w.r0 * p->pitch + w.u * CN_VEC;
 #pragma unroll 2
         for (int r = w.r0, s = first; r < tl->nq; r += w.per, s += w.per * p->pitch) {
@@ -264,8 +262,8 @@ FROST_DEVICE void bwd_apply(const cnorm_params *p, const cnorm_tile *tl, const b
             for (int k = 0; k < CN_VEC; k++)
                 vx[k] = fmaf(vdy[k], cdy[k], fmaf(-vx[k], cx[k], kk[k]));
             cn_pack(q, vx);
-            cn_st_stream_v4((void *)g, q);
-            cn_rows_advance(p, &w, step, gap, &px, &g);
+            cn_st_stream_v4((void *)cur.g, q);
+            cn_rows_advance(p, &w, &cur);
         }
         return;
     }

@@ -208,9 +208,7 @@ FROST_DEVICE void fwd_apply(const cnorm_params *p, const cnorm_tile *tl, const f
             a[k] = m->coef_a[w.u * CN_VEC + k];
             b[k] = m->coef_b[w.u * CN_VEC + k];
         }
-        int px;
-        const frost_io *g = cn_rows_gptr(p, tl, &w, (const frost_io *)p->out, p->out_sn, &px);
-        const int64_t step = (int64_t)w.per * p->c, gap = p->out_sn - (int64_t)p->hw * p->c;
+        cn_gcursor cur = cn_rows_cursor(p, tl, &w, (const frost_io *)p->out, p->out_sn);
         const frost_io *s = m->x + w.r0 * p->pitch + w.u * CN_VEC;
 #pragma unroll 4
         for (int r = w.r0; r < tl->nq; r += w.per) {
@@ -222,9 +220,9 @@ FROST_DEVICE void fwd_apply(const cnorm_params *p, const cnorm_tile *tl, const f
             for (int k = 0; k < CN_VEC; k++)
                 v[k] = fmaf(v[k], a[k], b[k]);
             cn_pack(q, v);
-            cn_st_stream_v4((void *)g, q);
+            cn_st_stream_v4((void *)cur.g, q);
             s += w.per * p->pitch;
-            cn_rows_advance(p, &w, step, gap, &px, &g);
+            cn_rows_advance(p, &w, &cur);
         }
         return;
     }

@@ -38,31 +38,43 @@ FROST_DEVICE bool cn_rows_fit(const cnorm_params *p)
     return p->cw / CN_VEC <= CNORM_THREADS;
 }
 
-/* Global element pointer of row r0 of the tile at channel unit u (n stride sn). */
-FROST_DEVICE const frost_io *cn_rows_gptr(const cnorm_params *p, const cnorm_tile *tl, const cn_rows *w,
-                                          const frost_io *base, int64_t sn, int *px)
+/* A thread's place in one data tensor (n stride sn): the global element pointer of its
+ * current row at its unit, the row's pixel within its sample, and the steps per row and
+ * per sample boundary. */
+typedef struct cn_gcursor {
+    const frost_io *g;
+    int px;
+    int64_t step, gap;
+} cn_gcursor;
+
+/* The cursor at row r0 of the tile. */
+FROST_DEVICE cn_gcursor cn_rows_cursor(const cnorm_params *p, const cnorm_tile *tl, const cn_rows *w,
+                                       const frost_io *base, int64_t sn)
 {
+    cn_gcursor c;
     const int q = tl->q0 + w->r0, n = q / p->hw;
-    *px = q - n * p->hw;
-    return base + (int64_t)n * sn + (int64_t)*px * p->c + tl->c0 + w->u * CN_VEC;
+    c.px = q - n * p->hw;
+    c.g = base + (int64_t)n * sn + (int64_t)c.px * p->c + tl->c0 + w->u * CN_VEC;
+    c.step = (int64_t)w->per * p->c;
+    c.gap = sn - (int64_t)p->hw * p->c;
+    return c;
 }
 
 /* Next row: rows advance by `per` pixels; crossing into the next sample adds the gap.
  * GroupNorm / InstanceNorm tiles lie within one sample (a segment is one sample's window),
  * so only BatchNorm's can cross. */
-FROST_DEVICE void cn_rows_advance(const cnorm_params *p, const cn_rows *w, int64_t step, int64_t gap, int *px,
-                                  const frost_io **g)
+FROST_DEVICE void cn_rows_advance(const cnorm_params *p, const cn_rows *w, cn_gcursor *c)
 {
-    *g += step;
+    c->g += c->step;
 #if defined(KIND_BATCH)
-    *px += w->per;
-    if (*px >= p->hw) {
-        const int samples = *px / p->hw;
-        *px -= samples * p->hw;
-        *g += samples * gap;
+    c->px += w->per;
+    if (c->px >= p->hw) {
+        const int samples = c->px / p->hw;
+        c->px -= samples * p->hw;
+        c->g += samples * c->gap;
     }
 #else
-    (void)p, (void)w, (void)gap, (void)px;
+    (void)p, (void)w;
 #endif
 }
 
@@ -73,12 +85,10 @@ FROST_DEVICE void cn_prefetch_rows(const cnorm_params *p, const cnorm_tile *tl, 
     const cn_rows w = cn_rows_begin(p);
     if (w.r0 >= w.per || (w.u * 16) % 128 != 0)
         return;
-    int px;
-    const frost_io *g = cn_rows_gptr(p, tl, &w, src, sn, &px);
-    const int64_t step = (int64_t)w.per * p->c, gap = sn - (int64_t)p->hw * p->c;
+    cn_gcursor cur = cn_rows_cursor(p, tl, &w, src, sn);
     for (int r = w.r0; r < tl->nq; r += w.per) {
-        cn_prefetch_l2(g);
-        cn_rows_advance(p, &w, step, gap, &px, &g);
+        cn_prefetch_l2(cur.g);
+        cn_rows_advance(p, &w, &cur);
     }
 }
 
@@ -89,14 +99,12 @@ FROST_DEVICE void cn_load_rows(const cnorm_params *p, const cnorm_tile *tl, cons
     const cn_rows w = cn_rows_begin(p);
     if (w.r0 >= w.per)
         return;
-    int px;
-    const frost_io *g = cn_rows_gptr(p, tl, &w, src, sn, &px);
-    const int64_t step = (int64_t)w.per * p->c, gap = sn - (int64_t)p->hw * p->c;
+    cn_gcursor cur = cn_rows_cursor(p, tl, &w, src, sn);
     frost_io *s = tile + w.r0 * p->pitch + w.u * CN_VEC;
     for (int r = w.r0; r < tl->nq; r += w.per) {
-        cn_cp_async16(s, g);
+        cn_cp_async16(s, cur.g);
         s += w.per * p->pitch;
-        cn_rows_advance(p, &w, step, gap, &px, &g);
+        cn_rows_advance(p, &w, &cur);
     }
 }
 #endif
