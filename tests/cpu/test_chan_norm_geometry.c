@@ -62,14 +62,8 @@ static void run_case(int index, const geo_case *c)
         .kind = c->kind, .nhwc = c->nhwc, .tensors = c->tensors, .n = c->n, .c = c->c, .hw = c->hw, .esize = c->esize};
     s.cg = c->kind == GN ? c->c / c->groups : 1;
     const int64_t vec = 16 / c->esize;
-    int64_t g = s.cg, a = vec;
-    while (a) {
-        const int64_t t = g % a;
-        g = a, a = t;
-    }
-    /* whole sets, and whole 16-byte units on the NHWC vector path (chan_norm_cuda.c) */
-    const int vec_layout = c->nhwc ? c->c % vec == 0 : c->hw % vec == 0;
-    s.cw_unit = c->nhwc && vec_layout ? s.cg / g * vec : s.cg;
+    const int vec_layout = c->nhwc ? c->c % vec == 0 : c->hw % vec == 0; /* packed tensors: the engine's rule */
+    s.cw_unit = frost__cnorm_window_unit(c->nhwc, vec_layout, s.cg, vec);
     char name[64] = {0};
     const char *eq = c->env ? strchr(c->env, '=') : NULL;
     if (eq) {

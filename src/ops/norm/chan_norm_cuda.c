@@ -64,15 +64,6 @@ typedef struct cnorm_plan {
     cnorm_params params; /* everything but the pointers and the mode */
 } cnorm_plan;
 
-static int64_t gcd64(int64_t a, int64_t b)
-{
-    while (b) {
-        int64_t t = a % b;
-        a = b, b = t;
-    }
-    return a;
-}
-
 /* ------------------------------------------------------------------------------------ */
 /* select                                                                                */
 /* ------------------------------------------------------------------------------------ */
@@ -288,7 +279,7 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
         cnorm_shape sh = {.kind = pl->kind, .nhwc = nhwc, .tensors = p->backward ? 2 : 1, .n = p->n, .c = p->c,
                           .hw = p->spatial, .esize = esize};
         sh.cg = p->kind == FROST__CNORM_GROUP ? p->c / p->groups : 1;
-        sh.cw_unit = nhwc && pl->vec_layout ? sh.cg / gcd64(sh.cg, vec) * vec : sh.cg;
+        sh.cw_unit = frost__cnorm_window_unit(nhwc, pl->vec_layout, sh.cg, vec);
         const cnorm_device cd = {.sms = dev->sm_count, .smem_per_sm = dev->smem_per_sm,
                                  .optin = dev->smem_per_block_optin, .reserved = SMEM_RESERVED};
         const size_t budget = cd.optin < cd.smem_per_sm - cd.reserved ? cd.optin : cd.smem_per_sm - cd.reserved;

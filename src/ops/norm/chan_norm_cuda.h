@@ -40,6 +40,10 @@ static inline int64_t frost__cnorm_align_up(int64_t v, int64_t a)
     return frost__cnorm_ceil_div(v, a) * a;
 }
 
+/* The channels a window is a multiple of: whole sets (cg channels), and on the NHWC
+ * vector path whole 16-byte units of `vec` elements too. */
+int64_t frost__cnorm_window_unit(int nhwc, int vec_layout, int64_t cg, int64_t vec);
+
 /* Shared memory of a tile of `rows` rows of a cw-channel window (data, per-channel and
  * per-set arrays, scratch). */
 size_t frost__cnorm_smem_bytes(const cnorm_shape *s, int64_t rows, int64_t cw);

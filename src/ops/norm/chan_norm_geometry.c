@@ -24,6 +24,16 @@ static int64_t row_elems(const cnorm_shape *s, int64_t cw)
     return s->nhwc ? CNORM_PITCH_NHWC(cw) : cw;
 }
 
+int64_t frost__cnorm_window_unit(int nhwc, int vec_layout, int64_t cg, int64_t vec)
+{
+    int64_t a = cg, b = vec;
+    while (b) {
+        const int64_t t = a % b;
+        a = b, b = t;
+    }
+    return nhwc && vec_layout ? cg / a * vec : cg;
+}
+
 size_t frost__cnorm_smem_bytes(const cnorm_shape *s, int64_t rows, int64_t cw)
 {
     const int64_t pitch = row_elems(s, cw);
@@ -110,77 +120,75 @@ static int choose(const cnorm_shape *s, const cnorm_device *dev, int stats, int6
             const int64_t t = widths[j];
             widths[j] = widths[j - 1], widths[j - 1] = t;
         }
-    for (int64_t blocks = forced ? forced : 1; blocks <= (forced ? forced : 1); blocks++) {
-        const int64_t slots = dev->sms * blocks, tile_cap = tile_kb ? tile_kb * 1024 : SM_BYTES_CAP / blocks;
-        const size_t per_sm = dev->smem_per_sm / (size_t)blocks - dev->reserved;
-        const size_t budget = dev->optin < per_sm ? dev->optin : per_sm;
-        for (int wi = 0; wi < count; wi++) {
-            const int64_t cw = widths[wi];
-            if (cw % s->cw_unit != 0 || frost__cnorm_smem_bytes(s, CNORM_ROW_ALIGN, cw) > budget ||
-                (window && cw != window))
-                continue;
-            const int64_t fixed = (int64_t)frost__cnorm_smem_bytes(s, 0, cw);
-            const int64_t row_bytes = row_elems(s, cw) * s->esize;
-            int64_t rmax = ((int64_t)budget - fixed) / s->tensors / row_bytes;
-            while (rmax >= CNORM_ROW_ALIGN &&
-                   frost__cnorm_smem_bytes(s, rmax / CNORM_ROW_ALIGN * CNORM_ROW_ALIGN, cw) > budget)
-                rmax -= CNORM_ROW_ALIGN;
-            rmax = rmax / CNORM_ROW_ALIGN * CNORM_ROW_ALIGN;
-            if (rmax > tile_cap / s->tensors / row_bytes)
-                rmax = tile_cap / s->tensors / row_bytes;
-            rmax = rmax / CNORM_ROW_ALIGN * CNORM_ROW_ALIGN;
-            if (rmax > frost__cnorm_align_up(seg_rows, CNORM_ROW_ALIGN))
-                rmax = frost__cnorm_align_up(seg_rows, CNORM_ROW_ALIGN);
-            if (rmax < CNORM_ROW_ALIGN)
-                continue;
-            const int64_t segs = (s->kind == FROST__CNORM_BATCH ? 1 : s->n) * (s->c / cw);
-            const int64_t kmin = frost__cnorm_ceil_div(seg_rows, rmax);
-            const int can_reside = stats && kmin <= slots;
-            /* tiles per segment: from the fewest that fit up to one per resident block */
-            const int64_t kmax = can_reside ? (slots < frost__cnorm_ceil_div(seg_rows, CNORM_ROW_ALIGN)
-                                                   ? slots
-                                                   : frost__cnorm_ceil_div(seg_rows, CNORM_ROW_ALIGN))
-                                            : kmin;
-            int64_t k_best = 0, rows_best = 0;
-            double cost = 0.0;
-            for (int64_t k = kmin; k <= kmax; k++) {
-                const int64_t rows = frost__cnorm_align_up(frost__cnorm_ceil_div(seg_rows, k), CNORM_ROW_ALIGN),
-                              tiles = frost__cnorm_ceil_div(seg_rows, rows);
-                const double c = price(s, frost__cnorm_ceil_div(segs * tiles, slots), blocks, rows, cw, tiles);
-                if (k_best == 0 || c < cost)
-                    k_best = tiles, rows_best = rows, cost = c;
-            }
-            int resident = can_reside;
-            if (stats) { /* the fallback, with the fewest tiles, when it is cheaper (or the only way) */
-                const int64_t rows = frost__cnorm_align_up(frost__cnorm_ceil_div(seg_rows, kmin), CNORM_ROW_ALIGN),
-                              tiles = frost__cnorm_ceil_div(seg_rows, rows);
-                const double c = price_fallback(s, frost__cnorm_ceil_div(segs * tiles, slots), blocks, rows, cw);
-                if (!can_reside || c < cost)
-                    resident = 0, k_best = tiles, rows_best = rows, cost = c;
-            }
-            /* within 2%: the smaller exchange wins; then a resident tiling takes the wider
-             * window (fewer segments), the fallback the narrower (measured faster down to
-             * 128-byte runs, 2026-12-02) */
-            const int64_t exchange = resident ? k_best : 1;
-            if (best >= 0.0 &&
-                (cost > best * 1.02 ||
-                 (cost * 1.02 >= best && (exchange > best_exchange || (exchange == best_exchange && !resident)))))
-                continue;
-            best = best >= 0.0 && best < cost ? best : cost;
-            best_exchange = exchange;
-            out->cw = cw;
-            out->sets = cw / s->cg;
-            out->windows = s->c / cw;
-            out->rows = rows_best;
-            out->seg_rows = seg_rows;
-            out->k_tiles = k_best;
-            out->num_segments = segs;
-            out->num_tiles = segs * k_best;
-            out->waves = frost__cnorm_ceil_div(out->num_tiles, slots);
-            out->blocks = blocks;
-            out->resident = resident;
-            out->smem = frost__cnorm_smem_bytes(s, rows_best, cw);
+    const int64_t blocks = forced ? forced : 1;
+    const int64_t slots = dev->sms * blocks, tile_cap = tile_kb ? tile_kb * 1024 : SM_BYTES_CAP / blocks;
+    const size_t per_sm = dev->smem_per_sm / (size_t)blocks - dev->reserved;
+    const size_t budget = dev->optin < per_sm ? dev->optin : per_sm;
+    for (int wi = 0; wi < count; wi++) {
+        const int64_t cw = widths[wi];
+        if (cw % s->cw_unit != 0 || frost__cnorm_smem_bytes(s, CNORM_ROW_ALIGN, cw) > budget ||
+            (window && cw != window))
+            continue;
+        const int64_t fixed = (int64_t)frost__cnorm_smem_bytes(s, 0, cw);
+        const int64_t row_bytes = row_elems(s, cw) * s->esize;
+        int64_t rmax = ((int64_t)budget - fixed) / s->tensors / row_bytes;
+        while (rmax >= CNORM_ROW_ALIGN &&
+               frost__cnorm_smem_bytes(s, rmax / CNORM_ROW_ALIGN * CNORM_ROW_ALIGN, cw) > budget)
+            rmax -= CNORM_ROW_ALIGN;
+        rmax = rmax / CNORM_ROW_ALIGN * CNORM_ROW_ALIGN;
+        if (rmax > tile_cap / s->tensors / row_bytes)
+            rmax = tile_cap / s->tensors / row_bytes;
+        rmax = rmax / CNORM_ROW_ALIGN * CNORM_ROW_ALIGN;
+        if (rmax > frost__cnorm_align_up(seg_rows, CNORM_ROW_ALIGN))
+            rmax = frost__cnorm_align_up(seg_rows, CNORM_ROW_ALIGN);
+        if (rmax < CNORM_ROW_ALIGN)
+            continue;
+        const int64_t segs = (s->kind == FROST__CNORM_BATCH ? 1 : s->n) * (s->c / cw);
+        const int64_t kmin = frost__cnorm_ceil_div(seg_rows, rmax);
+        const int can_reside = stats && kmin <= slots;
+        /* tiles per segment: from the fewest that fit up to one per resident block */
+        const int64_t kmax = can_reside ? (slots < frost__cnorm_ceil_div(seg_rows, CNORM_ROW_ALIGN)
+                                               ? slots
+                                               : frost__cnorm_ceil_div(seg_rows, CNORM_ROW_ALIGN))
+                                        : kmin;
+        int64_t k_best = 0, rows_best = 0;
+        double cost = 0.0;
+        for (int64_t k = kmin; k <= kmax; k++) {
+            const int64_t rows = frost__cnorm_align_up(frost__cnorm_ceil_div(seg_rows, k), CNORM_ROW_ALIGN),
+                          tiles = frost__cnorm_ceil_div(seg_rows, rows);
+            const double c = price(s, frost__cnorm_ceil_div(segs * tiles, slots), blocks, rows, cw, tiles);
+            if (k_best == 0 || c < cost)
+                k_best = tiles, rows_best = rows, cost = c;
         }
+        int resident = can_reside;
+        if (stats) { /* the fallback, with the fewest tiles, when it is cheaper (or the only way) */
+            const int64_t rows = frost__cnorm_align_up(frost__cnorm_ceil_div(seg_rows, kmin), CNORM_ROW_ALIGN),
+                          tiles = frost__cnorm_ceil_div(seg_rows, rows);
+            const double c = price_fallback(s, frost__cnorm_ceil_div(segs * tiles, slots), blocks, rows, cw);
+            if (!can_reside || c < cost)
+                resident = 0, k_best = tiles, rows_best = rows, cost = c;
+        }
+        /* within 2%: the smaller exchange wins; then a resident tiling takes the wider
+         * window (fewer segments), the fallback the narrower (measured faster down to
+         * 128-byte runs, 2026-12-02) */
+        const int64_t exchange = resident ? k_best : 1;
+        if (best >= 0.0 && (cost > best * 1.02 || (cost * 1.02 >= best && (exchange > best_exchange ||
+                                                                           (exchange == best_exchange && !resident)))))
+            continue;
+        best = best >= 0.0 && best < cost ? best : cost;
+        best_exchange = exchange;
+        out->cw = cw;
+        out->sets = cw / s->cg;
+        out->windows = s->c / cw;
+        out->rows = rows_best;
+        out->seg_rows = seg_rows;
+        out->k_tiles = k_best;
+        out->num_segments = segs;
+        out->num_tiles = segs * k_best;
+        out->waves = frost__cnorm_ceil_div(out->num_tiles, slots);
+        out->blocks = blocks;
+        out->resident = resident;
+        out->smem = frost__cnorm_smem_bytes(s, rows_best, cw);
     }
     return best >= 0.0;
 }
