@@ -13,6 +13,14 @@
  * shared memory.  The developer overrides (FROST_CNORM_WINDOW, FROST_CNORM_BLOCKS,
  * FROST_CNORM_TILE_KB) are checked to reach the choice, and an unusable window to be
  * ignored.
+ *
+ * Then the cluster path's tiling (frost__cnorm_choose_cluster): the choices measured
+ * fastest for the GroupNorm targets (64-channel windows, 64 KB tiles per tensor), the
+ * problems it must leave to the tiling above (BatchNorm, NCHW, no 16-byte units, no
+ * clusters on the device, too few tiles to fill the SMs, a segment past 8 tiles), the
+ * FROST_CNORM_CLUSTER override, and the invariants chan_norm_cluster.cu relies on: no
+ * empty tile, whole sets and units, at most CNC_THREADS units per row, the shared memory
+ * of the kernel's layout within a block's.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,6 +113,82 @@ static void run_case(int index, const geo_case *c)
                  (long long)geo.k_tiles);
 }
 
+/* ---- the cluster path ---------------------------------------------------------------- */
+typedef struct cluster_case {
+    const char *name;
+    int kind, nhwc, tensors;
+    int64_t n, c, hw, groups, esize;
+    const char *env;
+    int64_t cw, k; /* expected window and tiles per segment; k = 0: the path is not taken */
+} cluster_case;
+
+static const cluster_case cluster_cases[] = {
+    /* name, kind, nhwc, tensors, n, c, hw, groups, esize, env, cw, k */
+    {"gn fwd 32x512x64x64: 64 channels, 8 tiles", GN, 1, 1, 32, 512, 4096, 32, 2, NULL, 64, 8},
+    {"gn bwd 32x512x64x64: 64 channels, 8 tiles", GN, 1, 2, 32, 512, 4096, 32, 2, NULL, 64, 8},
+    {"gn fwd 128x256x32x32: 64 channels, 2 tiles", GN, 1, 1, 128, 256, 1024, 32, 2, NULL, 64, 2},
+    {"gn bwd 128x256x32x32: 64 channels, 2 tiles", GN, 1, 2, 128, 256, 1024, 32, 2, NULL, 64, 2},
+    {"in fwd f32 128x96x30x30: 32 channels (128-byte runs)", IN, 1, 1, 128, 96, 900, 0, 4, NULL, 32, 2},
+    {"in fwd f32 8x96x30x30: too few tiles for the SMs", IN, 1, 1, 8, 96, 900, 0, 4, NULL, 0, 0},
+    {"bn: not this path", BN, 1, 1, 32, 512, 4096, 0, 2, NULL, 0, 0},
+    {"nchw: not this path", GN, 0, 1, 32, 512, 4096, 32, 2, NULL, 0, 0},
+    {"odd C (no 16-byte units), forced", GN, 1, 1, 64, 22, 81, 11, 2, "FROST_CNORM_CLUSTER=2", 0, 0},
+    {"a segment past 8 tiles", GN, 1, 1, 256, 64, 65536, 8, 2, NULL, 0, 0},
+    {"FROST_CNORM_CLUSTER=0 turns it off", GN, 1, 1, 128, 256, 1024, 32, 2, "FROST_CNORM_CLUSTER=0", 0, 0},
+    {"FROST_CNORM_CLUSTER=4 forces 4 tiles", GN, 1, 1, 128, 256, 1024, 32, 2, "FROST_CNORM_CLUSTER=4", 64, 4},
+    {"forced on a small problem", GN, 1, 2, 2, 64, 144, 8, 2, "FROST_CNORM_CLUSTER=8", 64, 8},
+    {"forced 3 is not a power of two", GN, 1, 1, 128, 256, 1024, 32, 2, "FROST_CNORM_CLUSTER=3", 64, 2},
+    {"forced past the rows leaves empty tiles", GN, 1, 1, 2, 64, 3, 8, 2, "FROST_CNORM_CLUSTER=4", 0, 0},
+};
+#define NUM_CLUSTER_CASES ((int)(sizeof cluster_cases / sizeof cluster_cases[0]))
+
+static void run_cluster_case(int index, const cluster_case *c, int clusters)
+{
+    tu_set_context("test_chan_norm_geometry", 0, index, c->name);
+    const cnorm_device dev = {
+        .sms = 132, .smem_per_sm = 233472, .optin = 232448, .reserved = 1024, .max_cluster = clusters};
+    cnorm_shape s = {
+        .kind = c->kind, .nhwc = c->nhwc, .tensors = c->tensors, .n = c->n, .c = c->c, .hw = c->hw, .esize = c->esize};
+    s.cg = c->kind == GN ? c->c / c->groups : 1;
+    const int64_t vec = 16 / c->esize;
+    s.vec_layout = c->nhwc ? c->c % vec == 0 : c->hw % vec == 0;
+    s.cw_unit = frost__cnorm_window_unit(c->nhwc, s.vec_layout, s.cg, vec);
+    char name[64] = {0};
+    const char *eq = c->env ? strchr(c->env, '=') : NULL;
+    if (eq) {
+        memcpy(name, c->env, (size_t)(eq - c->env));
+        setenv(name, eq + 1, 1);
+    }
+    cnorm_geometry geo;
+    const int ok = frost__cnorm_choose_cluster(&s, &dev, &geo);
+    if (eq)
+        unsetenv(name);
+    const int64_t want_k = clusters ? c->k : 0;
+    if (ok != (want_k > 0)) {
+        tu_failf("cluster path %s, expected %s", ok ? "taken" : "not taken", want_k ? "taken" : "not taken");
+        return;
+    }
+    if (!ok)
+        return;
+    if (geo.cw != c->cw || geo.k_tiles != want_k || geo.cluster != want_k)
+        tu_failf("window %lld, %lld tiles per segment (cluster %lld), expected %lld, %lld", (long long)geo.cw,
+                 (long long)geo.k_tiles, (long long)geo.cluster, (long long)c->cw, (long long)want_k);
+    if (c->c % geo.cw != 0 || geo.cw % s.cw_unit != 0 || geo.sets != geo.cw / s.cg || geo.cw / vec > CNC_THREADS)
+        tu_failf("window %lld is not whole sets and units of C %lld", (long long)geo.cw, (long long)c->c);
+    if (geo.rows * geo.k_tiles < c->hw || (geo.k_tiles - 1) * geo.rows >= c->hw)
+        tu_failf("%lld rows x %lld tiles do not cut %lld pixels without an empty tile", (long long)geo.rows,
+                 (long long)geo.k_tiles, (long long)c->hw);
+    const size_t smem = (size_t)CNC_SMEM_BYTES(geo.rows, geo.cw, geo.sets, c->esize, c->tensors, geo.cw / vec);
+    if (geo.smem != smem || smem > dev.optin || !geo.resident)
+        tu_failf("%zu bytes of shared memory (the layout needs %zu, a block has %zu)", geo.smem, smem, dev.optin);
+    if (!c->env && geo.rows * geo.cw * c->esize > 64 * 1024)
+        tu_failf("a tile of %lld bytes per tensor", (long long)(geo.rows * geo.cw * c->esize));
+    if (geo.num_tiles != geo.num_segments * geo.k_tiles || geo.num_segments != c->n * (c->c / geo.cw) ||
+        (!c->env && geo.num_tiles < dev.sms))
+        tu_failf("%lld tiles for %lld segments of %lld", (long long)geo.num_tiles, (long long)geo.num_segments,
+                 (long long)geo.k_tiles);
+}
+
 int main(void)
 {
     const int only = tu_case_filter();
@@ -120,5 +204,15 @@ int main(void)
         tu_case_end();
         ++run_count;
     }
+    unsetenv("FROST_CNORM_CLUSTER");
+    for (int clusters = CNC_MAX_CLUSTER; clusters >= 0; clusters -= CNC_MAX_CLUSTER) /* sm_90, then no clusters */
+        for (int i = 0; i < NUM_CLUSTER_CASES; ++i) {
+            if (only >= 0 && only != NUM_CASES + i)
+                continue;
+            tu_case_begin();
+            run_cluster_case(NUM_CASES + i, &cluster_cases[i], clusters);
+            tu_case_end();
+            ++run_count;
+        }
     return tu_finish(run_count);
 }

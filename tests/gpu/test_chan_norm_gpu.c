@@ -37,7 +37,11 @@
  * half-saved statistics; segments split over many tiles (workspace exchange) and, with
  * FROST_CNORM_TILE_KB=16 and one block per SM, segments of more than 132 tiles: larger
  * than a wave on an H200, so they take the three-kernel fallback; random cases also fix
- * the blocks per SM, FROST_CNORM_BLOCKS), then
+ * the blocks per SM, FROST_CNORM_BLOCKS); the cluster path (chan_norm_cluster.cu) forced
+ * with FROST_CNORM_CLUSTER = 1..8 tiles per cluster (uneven last tiles, a misaligned base,
+ * saved, half-saved and recomputed statistics, inference, sample gaps), chosen by the
+ * tiling, and turned off (random cases force it too; it applies to NHWC GroupNorm /
+ * InstanceNorm on 16-byte units), then
  * seeded random cases, then the selector's refusals.  FROST_TEST_SMALL=1 runs only the
  * cases marked small (for compute-sanitizer).  FROST_TEST_SEED / FROST_TEST_CASE rerun one.
  */
@@ -73,6 +77,7 @@ typedef struct ccase {
     int tile_kb;        /* FROST_CNORM_TILE_KB for the GPU build (0: default) */
     int small;          /* part of the FROST_TEST_SMALL subset */
     int blocks;         /* FROST_CNORM_BLOCKS for the GPU build (0: the tiling's choice, 1 with tile_kb) */
+    int cluster;        /* FROST_CNORM_CLUSTER for the GPU build: 0 unset, -1 off, 1..8 tiles per cluster */
 } ccase;
 
 #define F32 FROST_F32
@@ -80,38 +85,47 @@ typedef struct ccase {
 #define BF16 FROST_BF16
 static const ccase table[] = {
     /* name, kind, dtype, n, c, h, w, groups, nhwc, gap, scale, bias, zc, inf, run, bwd, saved, mis, off, tile, small,
-     * blocks */
-    {"gn bf16 nhwc 32 groups", GN, BF16, 4, 128, 16, 16, 32, 1, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 1, 0},
-    {"gn bf16 nchw 32 groups", GN, BF16, 4, 128, 16, 16, 32, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 1, 0},
-    {"bn bf16 nhwc running", BN, BF16, 8, 64, 12, 12, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 1, 0},
-    {"bn f32 nchw recomputed", BN, F32, 6, 24, 9, 16, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 2.0, 0, 1, 0},
-    {"in f16 nhwc gap", IN, F16, 3, 40, 10, 6, 0, 1, 8, 1, 2, 0, 0, 0, 1, 1, 0, 0.0, 0, 1, 0},
-    {"bn bf16 nhwc inference", BN, BF16, 5, 48, 7, 7, 0, 1, 0, 2, 1, 0, 1, 1, 0, 0, 0, 0.0, 0, 1, 0},
-    {"gn f16 nhwc exchange", GN, F16, 2, 256, 32, 48, 8, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 1.5, 0, 0, 0},
-    {"gn bf16 nchw 1 group", GN, BF16, 2, 64, 40, 40, 1, 0, 0, 3, 2, 1, 0, 0, 1, 1, 0, 0.0, 0, 0, 0},
-    {"gn f32 nhwc groups = C", GN, F32, 3, 32, 5, 7, 32, 1, 0, 1, 1, 0, 0, 0, 1, 2, 0, 0.5, 0, 0, 0},
-    {"gn bf16 nhwc C/2 groups odd C", GN, BF16, 2, 22, 9, 9, 11, 1, 0, 2, 2, 0, 0, 0, 1, 3, 0, 0.0, 0, 0, 0},
-    {"gn f16 nchw odd spatial", GN, F16, 3, 12, 5, 7, 4, 0, 3, 1, 0, 0, 0, 0, 1, 1, 0, 0.0, 0, 0, 0},
-    {"gn bf16 inference", GN, BF16, 3, 64, 8, 8, 16, 1, 0, 2, 2, 0, 1, 0, 0, 0, 0, 0.0, 0, 0, 0},
-    {"in bf16 nchw inference", IN, BF16, 4, 16, 20, 20, 0, 0, 0, 2, 0, 0, 1, 0, 0, 0, 0, 1.0, 0, 0, 0},
-    {"in f32 nchw exchange", IN, F32, 2, 8, 96, 96, 0, 0, 0, 3, 1, 1, 0, 0, 1, 0, 0, 0.0, 0, 0, 0},
-    {"in bf16 nhwc no params", IN, BF16, 3, 24, 14, 14, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0.0, 0, 0, 0},
-    {"bn bf16 nhwc exchange", BN, BF16, 32, 64, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.25, 0, 0, 0},
-    {"bn f16 nchw exchange", BN, F16, 16, 32, 32, 32, 0, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 0.0, 0, 0, 0},
-    {"bn bf16 nhwc 2d input", BN, BF16, 1000, 64, 1, 1, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.0, 0, 0, 0},
-    {"bn f32 nchw odd", BN, F32, 7, 5, 3, 11, 0, 0, 1, 1, 1, 0, 0, 1, 1, 2, 0, 0.0, 0, 0, 0},
-    {"bn f16 nchw inference", BN, F16, 4, 16, 16, 16, 0, 0, 0, 1, 1, 0, 1, 1, 0, 0, 0, 0.0, 0, 0, 0},
-    {"bn bf16 training no running", BN, BF16, 4, 32, 8, 8, 0, 1, 0, 2, 0, 1, 0, 0, 1, 3, 0, 0.0, 0, 0, 0},
-    {"gn bf16 nhwc misaligned", GN, BF16, 2, 64, 12, 12, 8, 1, 0, 2, 2, 0, 0, 0, 1, 1, 1, 0.0, 0, 1, 0},
-    {"bn f32 nchw misaligned", BN, F32, 4, 16, 8, 8, 0, 0, 0, 1, 1, 0, 0, 1, 1, 0, 1, 0.0, 0, 0, 0},
-    {"bn bf16 nhwc fallback", BN, BF16, 32, 8, 96, 96, 0, 1, 0, 2, 2, 0, 0, 1, 1, 0, 0, 1.0, 16, 1, 0},
-    {"gn f16 nchw fallback", GN, F16, 1, 32, 192, 192, 1, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.0, 16, 0, 0},
-    {"in bf16 nhwc many tiles", IN, BF16, 2, 32, 64, 64, 0, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 16, 0, 0},
-    {"gn bf16 nhwc 3 blocks per SM", GN, BF16, 8, 256, 32, 32, 32, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 0, 0, 3},
-    {"bn bf16 nhwc 2 blocks per SM", BN, BF16, 16, 64, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 0, 0, 1.0, 0, 1, 2},
-    {"in f16 nchw 3 blocks per SM", IN, F16, 2, 16, 96, 96, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0.0, 16, 0, 3},
-    {"gn bf16 nhwc offset 8", GN, BF16, 2, 64, 16, 16, 4, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 8.0, 0, 0, 0},
-    {"gn bf16 n 0", GN, BF16, 0, 32, 4, 4, 4, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.0, 0, 0, 0},
+     * blocks, cluster */
+    {"gn bf16 nhwc 32 groups", GN, BF16, 4, 128, 16, 16, 32, 1, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 1, 0, 0},
+    {"gn bf16 nchw 32 groups", GN, BF16, 4, 128, 16, 16, 32, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 1, 0, 0},
+    {"bn bf16 nhwc running", BN, BF16, 8, 64, 12, 12, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 1, 0, 0},
+    {"bn f32 nchw recomputed", BN, F32, 6, 24, 9, 16, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 2.0, 0, 1, 0, 0},
+    {"in f16 nhwc gap", IN, F16, 3, 40, 10, 6, 0, 1, 8, 1, 2, 0, 0, 0, 1, 1, 0, 0.0, 0, 1, 0, 0},
+    {"bn bf16 nhwc inference", BN, BF16, 5, 48, 7, 7, 0, 1, 0, 2, 1, 0, 1, 1, 0, 0, 0, 0.0, 0, 1, 0, 0},
+    {"gn f16 nhwc exchange", GN, F16, 2, 256, 32, 48, 8, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 1.5, 0, 0, 0, 0},
+    {"gn bf16 nchw 1 group", GN, BF16, 2, 64, 40, 40, 1, 0, 0, 3, 2, 1, 0, 0, 1, 1, 0, 0.0, 0, 0, 0, 0},
+    {"gn f32 nhwc groups = C", GN, F32, 3, 32, 5, 7, 32, 1, 0, 1, 1, 0, 0, 0, 1, 2, 0, 0.5, 0, 0, 0, 0},
+    {"gn bf16 nhwc C/2 groups odd C", GN, BF16, 2, 22, 9, 9, 11, 1, 0, 2, 2, 0, 0, 0, 1, 3, 0, 0.0, 0, 0, 0, 0},
+    {"gn f16 nchw odd spatial", GN, F16, 3, 12, 5, 7, 4, 0, 3, 1, 0, 0, 0, 0, 1, 1, 0, 0.0, 0, 0, 0, 0},
+    {"gn bf16 inference", GN, BF16, 3, 64, 8, 8, 16, 1, 0, 2, 2, 0, 1, 0, 0, 0, 0, 0.0, 0, 0, 0, 0},
+    {"in bf16 nchw inference", IN, BF16, 4, 16, 20, 20, 0, 0, 0, 2, 0, 0, 1, 0, 0, 0, 0, 1.0, 0, 0, 0, 0},
+    {"in f32 nchw exchange", IN, F32, 2, 8, 96, 96, 0, 0, 0, 3, 1, 1, 0, 0, 1, 0, 0, 0.0, 0, 0, 0, 0},
+    {"in bf16 nhwc no params", IN, BF16, 3, 24, 14, 14, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0.0, 0, 0, 0, 0},
+    {"bn bf16 nhwc exchange", BN, BF16, 32, 64, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.25, 0, 0, 0, 0},
+    {"bn f16 nchw exchange", BN, F16, 16, 32, 32, 32, 0, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 0.0, 0, 0, 0, 0},
+    {"bn bf16 nhwc 2d input", BN, BF16, 1000, 64, 1, 1, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.0, 0, 0, 0, 0},
+    {"bn f32 nchw odd", BN, F32, 7, 5, 3, 11, 0, 0, 1, 1, 1, 0, 0, 1, 1, 2, 0, 0.0, 0, 0, 0, 0},
+    {"bn f16 nchw inference", BN, F16, 4, 16, 16, 16, 0, 0, 0, 1, 1, 0, 1, 1, 0, 0, 0, 0.0, 0, 0, 0, 0},
+    {"bn bf16 training no running", BN, BF16, 4, 32, 8, 8, 0, 1, 0, 2, 0, 1, 0, 0, 1, 3, 0, 0.0, 0, 0, 0, 0},
+    {"gn bf16 nhwc misaligned", GN, BF16, 2, 64, 12, 12, 8, 1, 0, 2, 2, 0, 0, 0, 1, 1, 1, 0.0, 0, 1, 0, 0},
+    {"bn f32 nchw misaligned", BN, F32, 4, 16, 8, 8, 0, 0, 0, 1, 1, 0, 0, 1, 1, 0, 1, 0.0, 0, 0, 0, 0},
+    {"bn bf16 nhwc fallback", BN, BF16, 32, 8, 96, 96, 0, 1, 0, 2, 2, 0, 0, 1, 1, 0, 0, 1.0, 16, 1, 0, 0},
+    {"gn f16 nchw fallback", GN, F16, 1, 32, 192, 192, 1, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.0, 16, 0, 0, 0},
+    {"in bf16 nhwc many tiles", IN, BF16, 2, 32, 64, 64, 0, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 16, 0, 0, 0},
+    {"gn bf16 nhwc 3 blocks per SM", GN, BF16, 8, 256, 32, 32, 32, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 0, 0, 3, 0},
+    {"bn bf16 nhwc 2 blocks per SM", BN, BF16, 16, 64, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 0, 0, 1.0, 0, 1, 2, 0},
+    {"in f16 nchw 3 blocks per SM", IN, F16, 2, 16, 96, 96, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0.0, 16, 0, 3, 0},
+    {"gn bf16 nhwc offset 8", GN, BF16, 2, 64, 16, 16, 4, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 8.0, 0, 0, 0, 0},
+    {"gn bf16 n 0", GN, BF16, 0, 32, 4, 4, 4, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.0, 0, 0, 0, 0},
+    {"gn bf16 nhwc cluster 2", GN, BF16, 4, 128, 16, 16, 32, 1, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 1, 0, 2},
+    {"gn f16 nhwc cluster 8 recomputed", GN, F16, 2, 256, 32, 48, 8, 1, 0, 1, 1, 0, 0, 0, 1, 0, 0, 1.5, 0, 0, 0, 8},
+    {"in f32 nhwc cluster 4 gap", IN, F32, 3, 40, 10, 6, 0, 1, 8, 1, 2, 0, 0, 0, 1, 2, 0, 0.5, 0, 1, 0, 4},
+    {"gn bf16 nhwc cluster misaligned", GN, BF16, 2, 64, 12, 12, 8, 1, 0, 2, 2, 0, 0, 0, 1, 3, 1, 0.0, 0, 1, 0, 2},
+    {"gn bf16 inference cluster 1", GN, BF16, 3, 64, 8, 8, 16, 1, 0, 2, 2, 0, 1, 0, 0, 0, 0, 0.0, 0, 0, 0, 1},
+    {"gn bf16 nhwc odd hw cluster 8", GN, BF16, 2, 96, 7, 9, 4, 1, 0, 3, 2, 1, 0, 0, 1, 0, 0, 2.0, 0, 0, 0, 8},
+    {"in bf16 nhwc no params cluster 4", IN, BF16, 3, 24, 14, 14, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0.0, 0, 0, 0, 4},
+    {"gn bf16 nhwc cluster by choice", GN, BF16, 66, 64, 32, 32, 16, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 0, 0, 0, 0},
+    {"gn bf16 nhwc cluster off", GN, BF16, 66, 64, 32, 32, 16, 1, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.5, 0, 0, 0, -1},
 };
 #undef F32
 #undef F16
@@ -268,16 +282,20 @@ static int run_gpu(run *r, frost_graph *g, const frost__device *dev, int backwar
         outputs |= is_output(c, t, backward) ? 1u << t : 0u;
     const tu_slots slots = {.count = T_COUNT, .ids = r->id, .host = r->cpu, .device_out = r->gpu,
                             .output_mask = outputs, .names = names};
-    char kb[16], blocks[16];
+    char kb[16], blocks[16], cluster[16];
     snprintf(kb, sizeof kb, "%d", c->tile_kb);
     snprintf(blocks, sizeof blocks, "%d", c->blocks ? c->blocks : 1);
+    snprintf(cluster, sizeof cluster, "%d", c->cluster > 0 ? c->cluster : 0);
     if (c->tile_kb)
         setenv("FROST_CNORM_TILE_KB", kb, 1);
     if (c->tile_kb || c->blocks)
         setenv("FROST_CNORM_BLOCKS", blocks, 1);
+    if (c->cluster)
+        setenv("FROST_CNORM_CLUSTER", cluster, 1);
     const int built = tu_run_cuda(g, dev, &slots, c->misalign, repeat);
     unsetenv("FROST_CNORM_TILE_KB");
     unsetenv("FROST_CNORM_BLOCKS");
+    unsetenv("FROST_CNORM_CLUSTER");
     return built;
 }
 
@@ -358,14 +376,15 @@ static const char *const kind_names[] = {"groupnorm", "instancenorm", "batchnorm
 
 static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cpu, frost_context *gpu)
 {
-    char desc[320];
+    char desc[352];
     snprintf(desc, sizeof desc,
-             "%s: %s %s [%lld, %lld, %lld, %lld] G %d %s gap %d scale %d bias %d%s%s%s%s saved %d%s offset %g tile_kb %d blocks %d",
+             "%s: %s %s [%lld, %lld, %lld, %lld] G %d %s gap %d scale %d bias %d%s%s%s%s saved %d%s offset %g tile_kb %d "
+             "blocks %d cluster %d",
              c->name, kind_names[c->kind], frost_dtype_name(c->dtype), (long long)c->n, (long long)c->c,
              (long long)c->h, (long long)c->w, c->groups, c->nhwc ? "nhwc" : "nchw", c->n_gap, c->scale, c->bias,
              c->zc ? " zc" : "", c->inference ? " inference" : "", c->running ? " running" : "",
              c->backward ? " +bwd" : "", c->saved, c->misalign ? " misaligned" : "", c->offset, c->tile_kb,
-             c->blocks);
+             c->blocks, c->cluster);
     tu_set_context("test_chan_norm_gpu", seed, index, desc);
     const frost__device *dev = gpu->device;
     tu_rng rng = tu_rng_make(seed * 1000003u + (uint64_t)index);
@@ -460,6 +479,8 @@ static ccase random_case(uint64_t seed, int index)
     c.offset = tu_uniform(&rng, -1.0, 3.0);
     c.tile_kb = tu_int(&rng, 0, 4) == 0 ? 16 : 0;
     c.blocks = (int)tu_int(&rng, 0, 3);
+    static const int clusters[] = {0, 0, 1, 2, 4, 8};
+    c.cluster = clusters[tu_int(&rng, 0, 5)];
     return c;
 }
 

@@ -26,8 +26,15 @@
  * exchange are zeroed by a memset on the caller's stream before each launch; nothing else
  * is allocated or hashed at execute.
  *
+ * The cluster path (chan_norm_cluster.cu, sm_90): GroupNorm / InstanceNorm on NHWC 16-byte
+ * units, when frost__cnorm_choose_cluster finds a tiling that fills the device: a
+ * segment's tiles run as one thread-block cluster and merge their statistics through
+ * distributed shared memory, one block per tile, no workspace exchange.  A base that turns
+ * out misaligned at execute takes the kernel's element-by-element loads and stores.
+ *
  * Kernel keys: DTYPE_F32|F16|BF16, KIND_GROUP|INSTANCE|BATCH, LAYOUT_NCHW|NHWC, per entry
- * point (main, finalize, dparams): 90 keys, listed by frost__cnorm_cuda_keys.
+ * point (main, finalize, dparams): 90 keys; the cluster path's main kernels add CLUSTER =
+ * 1, 2, 4, 8 (48 keys); all listed by frost__cnorm_cuda_keys.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -40,6 +47,7 @@ FROST__STATIC_ASSERT(sizeof(cnorm_params) == CNORM_PARAMS_BYTES, "cnorm_params l
 
 #define FWD_SOURCE "src/ops/norm/chan_norm_fwd.cu"
 #define BWD_SOURCE "src/ops/norm/chan_norm_bwd.cu"
+#define CLUSTER_SOURCE "src/ops/norm/chan_norm_cluster.cu"
 #define SMEM_RESERVED 1024 /* per block, taken by the hardware */
 #define MAX_ROWS ((int64_t)INT32_MAX - 4096)
 
@@ -48,6 +56,7 @@ static const char *const entry_names[2][NUM_ENTRIES] = {
     {"cnorm_fwd_kernel", "cnorm_fwd_finalize_kernel", NULL},
     {"cnorm_bwd_kernel", "cnorm_bwd_finalize_kernel", "cnorm_bwd_dparams_kernel"},
 };
+static const char *const cluster_entry[2] = {"cnorm_cluster_fwd_kernel", "cnorm_cluster_bwd_kernel"};
 static const char *const kind_define[3] = {"KIND_GROUP", "KIND_INSTANCE", "KIND_BATCH"};
 static const char *const kind_label[3] = {"GroupNorm", "InstanceNorm", "BatchNorm"};
 
@@ -117,15 +126,21 @@ static frost_status pick_layout(const frost__graph *g, const frost__node *n, con
     return FROST_OK;
 }
 
-/* blocks: resident blocks per SM of the main kernel (> 1 only under FROST_CNORM_BLOCKS) */
+/* blocks: resident blocks per SM of the main kernel (> 1 only under FROST_CNORM_BLOCKS);
+ * cluster: > 0 for the cluster path's main kernel (chan_norm_cluster.cu), its blocks per
+ * cluster */
 static void fill_key(frost__kernel_key *k, int backward, int entry, frost_dtype dtype, int kind, int nhwc,
-                     int64_t blocks)
+                     int64_t blocks, int64_t cluster)
 {
-    frost__key_init(k, backward ? BWD_SOURCE : FWD_SOURCE, entry_names[backward][entry]);
+    const int clustered = entry == ENTRY_MAIN && cluster > 0;
+    frost__key_init(k, clustered ? CLUSTER_SOURCE : backward ? BWD_SOURCE : FWD_SOURCE,
+                    clustered ? cluster_entry[backward] : entry_names[backward][entry]);
     frost__key_define(k, dtype == FROST_F32 ? "DTYPE_F32" : dtype == FROST_F16 ? "DTYPE_F16" : "DTYPE_BF16", NULL);
     frost__key_define(k, kind_define[kind], NULL);
     frost__key_define(k, nhwc ? "LAYOUT_NHWC" : "LAYOUT_NCHW", NULL);
-    if (entry == ENTRY_MAIN && blocks > 1)
+    if (clustered)
+        frost__key_define(k, "CLUSTER", "%d", (int)cluster);
+    else if (entry == ENTRY_MAIN && blocks > 1)
         frost__key_define(k, "MINB", "%d", (int)blocks);
 }
 
@@ -168,7 +183,7 @@ static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
     k->k_tiles = (int32_t)geo->k_tiles;
     k->num_tiles = (int32_t)geo->num_tiles;
     k->num_segments = (int32_t)geo->num_segments;
-    k->pitch = (int32_t)(pl->nhwc ? CNORM_PITCH_NHWC(geo->cw) : geo->rows);
+    k->pitch = (int32_t)(geo->cluster ? geo->cw : pl->nhwc ? CNORM_PITCH_NHWC(geo->cw) : geo->rows);
     /* developer tuning: FROST_CNORM_PREFETCH = 0 bulk, 1 lines (the default), 2 none */
     const char *pf = getenv("FROST_CNORM_PREFETCH");
     k->prefetch = pf && pf[0] >= '0' && pf[0] <= '2' && !pf[1] ? pf[0] - '0' : CNORM_PREFETCH_DEFAULT;
@@ -202,11 +217,13 @@ static void plan_workspace(cnorm_plan *pl)
 {
     const cnorm_geometry *geo = &pl->geo;
     cnorm_params *k = &pl->params;
-    const int exchange = geo->resident ? geo->k_tiles > 1 : 1;
+    /* through the workspace: the fallback's records, or a resident segment of several tiles
+     * (the cluster path exchanges through distributed shared memory) */
+    const int exchange = geo->cluster ? 0 : geo->resident ? geo->k_tiles > 1 : 1;
     const int64_t part_floats = pl->backward ? CNORM_PART_FLOATS_BWD : CNORM_PART_FLOATS_FWD;
     const int stats = !(k->flags & CNORM_F_RUNNING);
     int64_t at = 0;
-    pl->counters = geo->resident && geo->k_tiles > 1;
+    pl->counters = exchange && geo->resident;
     k->off_count = at;
     at += pl->counters ? frost__cnorm_align_up(geo->num_segments * 4, 256) : 0;
     k->off_part = at;
@@ -276,14 +293,15 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
                                              p->slot[FROST__CNORM_D_BIAS].present);
     pl->empty = p->n * p->spatial * p->c == 0;
     if (!pl->empty) {
-        cnorm_shape sh = {.kind = pl->kind, .nhwc = nhwc, .tensors = p->backward ? 2 : 1, .n = p->n, .c = p->c,
-                          .hw = p->spatial, .esize = esize};
+        cnorm_shape sh = {.kind = pl->kind, .nhwc = nhwc, .tensors = p->backward ? 2 : 1,
+                          .vec_layout = pl->vec_layout, .n = p->n, .c = p->c, .hw = p->spatial, .esize = esize};
         sh.cg = p->kind == FROST__CNORM_GROUP ? p->c / p->groups : 1;
         sh.cw_unit = frost__cnorm_window_unit(nhwc, pl->vec_layout, sh.cg, vec);
         const cnorm_device cd = {.sms = dev->sm_count, .smem_per_sm = dev->smem_per_sm,
-                                 .optin = dev->smem_per_block_optin, .reserved = SMEM_RESERVED};
+                                 .optin = dev->smem_per_block_optin, .reserved = SMEM_RESERVED,
+                                 .max_cluster = dev->cc_major >= 9 ? CNC_MAX_CLUSTER : 0};
         const size_t budget = cd.optin < cd.smem_per_sm - cd.reserved ? cd.optin : cd.smem_per_sm - cd.reserved;
-        if (!frost__cnorm_choose_geometry(&sh, &cd, stats, &pl->geo)) {
+        if (!frost__cnorm_choose_cluster(&sh, &cd, &pl->geo) && !frost__cnorm_choose_geometry(&sh, &cd, stats, &pl->geo)) {
             frost__buf_printf(why, "cuda %s keeps at least %d rows of %lld channels (one %s) in shared memory: %zu "
                                    "bytes, more than the %zu this device allows per block",
                               kind_label[p->kind], CNORM_ROW_ALIGN, (long long)sh.cw_unit,
@@ -304,7 +322,7 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
     pl->use[ENTRY_DPARAMS] = want_dparams && (p->kind != FROST__CNORM_BATCH || pl->empty) && p->c > 0;
     for (int e = 0; e < NUM_ENTRIES; e++)
         if (pl->use[e])
-            fill_key(&pl->keys[e], p->backward, e, pl->dtype, pl->kind, nhwc, pl->geo.blocks);
+            fill_key(&pl->keys[e], p->backward, e, pl->dtype, pl->kind, nhwc, pl->geo.blocks, pl->geo.cluster);
     fill_params(p, pl);
     plan_workspace(pl);
     pl->grid_finalize = (unsigned)frost__cnorm_ceil_div(pl->geo.num_segments * pl->geo.sets, CNORM_WARPS);
@@ -336,6 +354,10 @@ static frost_status cnorm_build(const frost_context *ctx, const frost__node *n, 
     if (pl->geo.smem > k->dyn_smem_set)
         return frost__fail(FROST_INTERNAL, "cuda channel norm: a tile needs %zu bytes of shared memory, the kernel "
                                            "allows %zu", pl->geo.smem, k->dyn_smem_set);
+    if (pl->geo.cluster) { /* one block per tile; the hardware places whole clusters */
+        pl->grid_main = (unsigned)pl->geo.num_tiles;
+        return FROST_OK;
+    }
     /* blocks per SM: what registers and shared memory allow, up to the geometry's count for
      * an exchange (a segment's tiles must all run at once: the geometry counted on exactly
      * that many, and the kernel's launch bounds cut registers for that count) */
@@ -367,14 +389,14 @@ static int aligned16(const void *ptr)
     return ((uintptr_t)ptr & 15u) == 0;
 }
 
-static frost_status launch(const frost_context *ctx, frost__kernel *k, unsigned grid, size_t smem, cnorm_params *params,
-                           void *stream)
+static frost_status launch(const frost_context *ctx, frost__kernel *k, unsigned grid, unsigned threads, size_t smem,
+                           cnorm_params *params, void *stream)
 {
     frost__launch_dims dims;
     void *args[1] = {params};
     memset(&dims, 0, sizeof dims);
     dims.grid[0] = grid, dims.grid[1] = 1, dims.grid[2] = 1;
-    dims.block[0] = CNORM_THREADS, dims.block[1] = 1, dims.block[2] = 1;
+    dims.block[0] = threads, dims.block[1] = 1, dims.block[2] = 1;
     dims.dyn_smem = smem;
     return frost__launch(ctx->device, k, &dims, args, stream);
 }
@@ -415,16 +437,17 @@ static frost_status cnorm_execute(const frost_context *ctx, const frost__node *n
         k.mode = pl->use[ENTRY_FINALIZE] ? CNORM_MODE_STATS
                  : (k.flags & CNORM_F_RUNNING) ? CNORM_MODE_APPLY
                                                : CNORM_MODE_RESIDENT;
-        s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, pl->geo.smem, &k, stream);
+        s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, pl->geo.cluster ? CNC_THREADS : CNORM_THREADS,
+                   pl->geo.smem, &k, stream);
     }
     if (s == FROST_OK && pl->use[ENTRY_FINALIZE]) {
-        s = launch(ctx, pl->kernels[ENTRY_FINALIZE], pl->grid_finalize, 0, &k, stream);
+        s = launch(ctx, pl->kernels[ENTRY_FINALIZE], pl->grid_finalize, CNORM_THREADS, 0, &k, stream);
         k.mode = CNORM_MODE_APPLY;
         if (s == FROST_OK)
-            s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, pl->geo.smem, &k, stream);
+            s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, CNORM_THREADS, pl->geo.smem, &k, stream);
     }
     if (s == FROST_OK && pl->use[ENTRY_DPARAMS])
-        s = launch(ctx, pl->kernels[ENTRY_DPARAMS], pl->grid_dparams, 0, &k, stream);
+        s = launch(ctx, pl->kernels[ENTRY_DPARAMS], pl->grid_dparams, CNORM_THREADS, 0, &k, stream);
     return s;
 }
 
@@ -437,6 +460,17 @@ static void cnorm_describe(const void *plan, frost__buf *out)
         return;
     }
     frost__key_print(&pl->keys[ENTRY_MAIN], out);
+    if (geo->cluster) {
+        frost__buf_printf(out, "; NHWC tiles of %lld rows x %lld channels (%zu B shared memory), %lld segments, each "
+                               "one thread-block cluster of %lld tiles; x%s read from HBM once, statistics merged "
+                               "through distributed shared memory in rank order (deterministic), grid %u x %d",
+                          (long long)geo->rows, (long long)geo->cw, geo->smem, (long long)geo->num_segments,
+                          (long long)geo->k_tiles, pl->backward ? " and dY" : "", pl->grid_main, CNC_THREADS);
+        if (pl->use[ENTRY_DPARAMS])
+            frost__buf_printf(out, "; d_scale / d_bias summed per channel by %s in fixed order",
+                              pl->keys[ENTRY_DPARAMS].entry);
+        return;
+    }
     frost__buf_printf(out, "; %s tiles of %lld rows x %lld channels (%zu B shared memory, %s units), %lld segments x "
                            "%lld tiles in %lld wave%s of %lld per SM, grid %u x %d",
                       pl->nhwc ? "NHWC" : "NCHW", (long long)geo->rows, (long long)geo->cw, geo->smem,
@@ -494,8 +528,17 @@ int frost__cnorm_cuda_keys(frost__kernel_key *keys, int cap)
                         if (!entry_names[backward][entry])
                             continue;
                         if (count < cap)
-                            fill_key(&keys[count], backward, entry, dtypes[d], kind, nhwc, 1);
+                            fill_key(&keys[count], backward, entry, dtypes[d], kind, nhwc, 1, 0);
                         count++;
                     }
+    /* the cluster path: GroupNorm / InstanceNorm, NHWC, 1 to CNC_MAX_CLUSTER blocks per cluster */
+    for (int backward = 0; backward < 2; backward++)
+        for (size_t d = 0; d < FROST__ARRAY_SIZE(dtypes); d++)
+            for (int kind = 0; kind < 2; kind++)
+                for (int64_t cluster = 1; cluster <= CNC_MAX_CLUSTER; cluster *= 2) {
+                    if (count < cap)
+                        fill_key(&keys[count], backward, ENTRY_MAIN, dtypes[d], kind, 1, 1, cluster);
+                    count++;
+                }
     return count;
 }

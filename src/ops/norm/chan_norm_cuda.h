@@ -14,6 +14,7 @@
 
 typedef struct cnorm_shape {
     int kind, nhwc, tensors; /* tensors held per tile: 1 (forward) or 2 */
+    int vec_layout;          /* 16-byte units: C a multiple of the vector (NHWC), n strides too */
     int64_t n, c, hw, cg, esize, cw_unit;
 } cnorm_shape;
 
@@ -21,12 +22,14 @@ typedef struct cnorm_shape {
 typedef struct cnorm_device {
     int64_t sms;
     size_t smem_per_sm, optin, reserved; /* shared memory per SM, per block (opt-in), per block taken */
+    int64_t max_cluster;                 /* blocks per thread-block cluster (sm_90: 8), 0 without clusters */
 } cnorm_device;
 
 typedef struct cnorm_geometry {
     int64_t cw, sets, windows, rows, seg_rows, k_tiles, num_segments, num_tiles, waves;
-    int64_t blocks; /* resident blocks per SM; a wave is one tile per block */
-    int resident;   /* one HBM pass; else statistics, finalize, apply */
+    int64_t blocks;  /* resident blocks per SM; a wave is one tile per block */
+    int resident;    /* one HBM pass; else statistics, finalize, apply */
+    int64_t cluster; /* > 0: the cluster path, a segment's k_tiles = cluster tiles in one cluster */
     size_t smem;
 } cnorm_geometry;
 
@@ -52,5 +55,9 @@ size_t frost__cnorm_smem_bytes(const cnorm_shape *s, int64_t rows, int64_t cw);
  * computes statistics (else a single APPLY pass).  Returns 0 when not even
  * CNORM_ROW_ALIGN rows of the narrowest window fit one block's shared memory. */
 int frost__cnorm_choose_geometry(const cnorm_shape *s, const cnorm_device *dev, int stats, cnorm_geometry *out);
+
+/* The cluster path's tiling (chan_norm_cluster.cu) when the problem and device allow it
+ * and it fills the device: returns 1 with *out set, else 0 (then choose_geometry). */
+int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, cnorm_geometry *out);
 
 #endif /* FROST_OPS_CHAN_NORM_CUDA_H */

@@ -88,6 +88,25 @@ static double price_fallback(const cnorm_shape *s, int64_t waves, int64_t blocks
  * FROST_CNORM_WINDOW the channels per window (when it is a valid width). */
 #define SM_BYTES_CAP (128 * 1024)
 
+/* The divisors of c (the window widths to try), ascending; returns how many. */
+#define MAX_WIDTHS (2 * 1536)
+static int divisors(int64_t c, int64_t widths[MAX_WIDTHS])
+{
+    int count = 0;
+    for (int64_t d = 1; d * d <= c && count + 2 <= MAX_WIDTHS; d++)
+        if (c % d == 0) {
+            widths[count++] = d;
+            if (d * d != c)
+                widths[count++] = c / d;
+        }
+    for (int i = 1; i < count; i++) /* insertion sort: a few dozen entries */
+        for (int j = i; j > 0 && widths[j] < widths[j - 1]; j--) {
+            const int64_t t = widths[j];
+            widths[j] = widths[j - 1], widths[j - 1] = t;
+        }
+    return count;
+}
+
 static int64_t env_int(const char *name, int64_t lo, int64_t hi)
 {
     const char *env = getenv(name);
@@ -106,20 +125,8 @@ static int choose(const cnorm_shape *s, const cnorm_device *dev, int stats, int6
     double best = -1.0;
     int64_t best_exchange = 0;
     memset(out, 0, sizeof *out);
-    /* windows: the divisors of C made of whole units, narrowest first */
-    int64_t widths[2 * 1536];
-    int count = 0;
-    for (int64_t d = 1; d * d <= s->c && count + 2 <= (int)FROST__ARRAY_SIZE(widths); d++)
-        if (s->c % d == 0) {
-            widths[count++] = d;
-            if (d * d != s->c)
-                widths[count++] = s->c / d;
-        }
-    for (int i = 1; i < count; i++) /* insertion sort: a few dozen entries */
-        for (int j = i; j > 0 && widths[j] < widths[j - 1]; j--) {
-            const int64_t t = widths[j];
-            widths[j] = widths[j - 1], widths[j - 1] = t;
-        }
+    int64_t widths[MAX_WIDTHS];
+    const int count = divisors(s->c, widths);
     const int64_t blocks = forced ? forced : 1;
     const int64_t slots = dev->sms * blocks, tile_cap = tile_kb ? tile_kb * 1024 : SM_BYTES_CAP / blocks;
     const size_t per_sm = dev->smem_per_sm / (size_t)blocks - dev->reserved;
@@ -197,4 +204,76 @@ int frost__cnorm_choose_geometry(const cnorm_shape *s, const cnorm_device *dev, 
 {
     const int64_t window = env_int("FROST_CNORM_WINDOW", 1, INT32_MAX);
     return (window && choose(s, dev, stats, window, out)) || choose(s, dev, stats, 0, out);
+}
+
+/* ---- the cluster path -------------------------------------------------------------------
+ * GroupNorm / InstanceNorm on NHWC 16-byte units (chan_norm_cluster.cu): one cluster of
+ * k tiles per segment, no persistent grid.  The window: the narrowest whose pixel run is
+ * a whole 128-byte line or more (C itself when C is narrower), then narrower ones when the
+ * segment would need more than max_cluster tiles.  The tiles per segment: the fewest (a
+ * power of two) that keep a tile at or under CLUSTER_TILE_BYTES per tensor, so two
+ * forward blocks share an SM (one's loads overlap the other's arithmetic and stores).
+ * Measured on the H200 (2026-12-02, docs/PERF.md, GroupNorm(32) bf16): 64-channel windows
+ * with 64 KB tiles were the fastest of the windows 32-256 and clusters 2-8 tried, forward
+ * and backward, at both target shapes.  Chosen only when the segments fill every SM at
+ * least once; FROST_CNORM_CLUSTER = 0 turns the path off, 1 / 2 / 4 / 8 forces that many
+ * tiles per segment (any occupancy, any tile size that fits). */
+#define CLUSTER_TILE_BYTES (64 * 1024)
+
+static int cluster_fits(const cnorm_shape *s, const cnorm_device *dev, int64_t cw, int64_t k, int forced,
+                        cnorm_geometry *out)
+{
+    const int64_t vec = 16 / s->esize, rows = frost__cnorm_ceil_div(s->hw, k);
+    const size_t per_sm = dev->smem_per_sm - dev->reserved, budget = dev->optin < per_sm ? dev->optin : per_sm;
+    if ((k - 1) * rows >= s->hw || (!forced && rows * cw * s->esize > CLUSTER_TILE_BYTES))
+        return 0;
+    const size_t smem = (size_t)CNC_SMEM_BYTES(rows, cw, cw / s->cg, s->esize, s->tensors, cw / vec);
+    if (smem > budget)
+        return 0;
+    memset(out, 0, sizeof *out);
+    out->cw = cw;
+    out->sets = cw / s->cg;
+    out->windows = s->c / cw;
+    out->rows = rows;
+    out->seg_rows = s->hw;
+    out->k_tiles = k;
+    out->num_segments = s->n * out->windows;
+    out->num_tiles = out->num_segments * k;
+    out->blocks = (int64_t)(dev->smem_per_sm / (smem + dev->reserved));
+    out->blocks = out->blocks < 1 ? 1 : out->blocks > 2 ? 2 : out->blocks; /* launch bounds: 2 */
+    out->waves = frost__cnorm_ceil_div(out->num_tiles, dev->sms * out->blocks);
+    out->resident = 1;
+    out->cluster = k;
+    out->smem = smem;
+    return 1;
+}
+
+int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, cnorm_geometry *out)
+{
+    const char *env = getenv("FROST_CNORM_CLUSTER");
+    const int64_t window = env_int("FROST_CNORM_WINDOW", 1, INT32_MAX), vec = 16 / s->esize;
+    int64_t forced = env_int("FROST_CNORM_CLUSTER", 1, CNC_MAX_CLUSTER);
+    if ((forced & (forced - 1)) != 0 || forced > dev->max_cluster) /* not a usable size: the tiling's own choice */
+        forced = 0;
+    if ((env && env[0] == '0' && !env[1]) || dev->max_cluster < 1 || s->kind == FROST__CNORM_BATCH || !s->nhwc ||
+        !s->vec_layout || s->n * s->hw * s->c == 0)
+        return 0;
+    /* windows in order of preference: runs of >= 128 bytes narrowest first, then narrower
+     * ones widest first */
+    int64_t widths[MAX_WIDTHS], order[MAX_WIDTHS];
+    const int total = divisors(s->c, widths);
+    int count = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < total; i++) {
+            const int64_t cw = widths[pass == 0 ? i : total - 1 - i];
+            const int wide = cw * s->esize >= 128 || cw == s->c;
+            if (cw % s->cw_unit != 0 || cw / vec > CNC_THREADS || (window && cw != window) || wide != (pass == 0))
+                continue;
+            order[count++] = cw;
+        }
+    for (int i = 0; i < count; i++)
+        for (int64_t k = forced ? forced : 1; k <= (forced ? forced : dev->max_cluster); k *= 2)
+            if (cluster_fits(s, dev, order[i], k, forced != 0, out))
+                return forced || out->num_tiles >= dev->sms;
+    return 0;
 }

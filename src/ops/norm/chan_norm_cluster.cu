@@ -1,0 +1,465 @@
+/*
+ * chan_norm_cluster.cu — GroupNorm and InstanceNorm, forward and backward, for NHWC
+ * tensors on the 16-byte vector path, on sm_90: a segment (one sample's window of cw
+ * channels, all HW pixels) is cut into k_tiles = CLUSTER tiles of `rows` pixels, and the
+ * tiles of a segment run as one thread-block cluster.  Each block loads its tile (x, and
+ * dy for the backward) into shared memory, takes its per-set partial statistics, and the
+ * blocks of the cluster read each other's partials straight from shared memory
+ * (distributed shared memory, after a cluster barrier) and merge them in rank order, so
+ * every block holds the same final statistics, bitwise; then each normalizes its tile
+ * from shared memory and stores it.  HBM sees x (and dy) read once and the output written
+ * once, with no workspace round trip, no spinning on global counters and no persistent
+ * grid: the hardware schedules clusters as blocks finish, so with two or more blocks per
+ * SM one block's loads overlap another's arithmetic and stores.
+ *
+ * Terms, layouts and the parameter block: chan_norm_kernel.cuh (the cluster path's
+ * constants are CNC_*).  A thread owns one 16-byte column unit u of the window (vec =
+ * CN_VEC channels) and the rows r0, r0 + per, ... of the tile, for the load, the sums and
+ * the apply alike.
+ *
+ * Statistics.  Forward (and a backward without both saved statistics): per channel, the
+ * sums of (x - s) and (x - s)^2 about s = the channel's value in the tile's first row
+ * (no E[x^2] - E[x]^2 cancellation), then per set (count, mean, M2) with Chan's formula
+ * for the equal-count channels; the cluster merges the blocks' records with Chan's formula
+ * in rank order.  Backward: per channel sum dy and sum dy (x - mean), per set
+ * A = sum w dy and B = sum w dy (x - mean) merged by plain sums in rank order, and
+ *     dx = dy * (r w) - x * (r^3 B / M) + (mean r^3 B / M - r A / M),
+ * the same formula as chan_norm_bwd.cu.  d_scale / d_bias: each block writes its
+ * (sum dy, sum dy x_hat) per channel as record (n, c, tile) of the workspace, and
+ * chan_norm_bwd.cu's cnorm_bwd_dparams_kernel adds them in index order: deterministic.
+ *
+ * Measured (H200, bf16, 2026-12-02, a stand-alone version of this design, docs/PERF.md):
+ * GroupNorm(32) 32x512x64x64 forward 2717 GB/s, backward 2333; 128x256x32x32 forward
+ * 2626, backward 2123 (1.2-2.1x the persistent-grid kernels of chan_norm_fwd.cu /
+ * chan_norm_bwd.cu on the same shapes), with 64-channel windows and 64 KB tiles per tensor.
+ *
+ * Entry points: cnorm_cluster_fwd_kernel, cnorm_cluster_bwd_kernel.  Keys: DTYPE_*,
+ * KIND_GROUP | KIND_INSTANCE, LAYOUT_NHWC, CLUSTER = blocks per cluster (1, 2, 4 or 8).
+ */
+#include "chan_norm_stats.cuh"
+
+#if !defined(LAYOUT_NHWC) || defined(KIND_BATCH) || !defined(CLUSTER)
+#error "the cluster path is GroupNorm / InstanceNorm, NHWC, with CLUSTER defined"
+#endif
+
+/* ---- cluster PTX ------------------------------------------------------------------------- */
+#if __CUDA_ARCH__ >= 900
+FROST_DEVICE void cc_cluster_arrive(void)
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+FROST_DEVICE void cc_cluster_wait(void)
+{
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+/* 16 (or 8) bytes of block `rank`'s shared memory at the address `local` has in this block. */
+FROST_DEVICE void cc_ld_remote_v4(float v[4], const float *local, unsigned rank)
+{
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(cn_smem_addr(local)), "r"(rank));
+    asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];"
+                 : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
+                 : "r"(remote)
+                 : "memory");
+}
+FROST_DEVICE void cc_ld_remote_v2(float v[2], const float *local, unsigned rank)
+{
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(cn_smem_addr(local)), "r"(rank));
+    asm volatile("ld.shared::cluster.v2.f32 {%0,%1}, [%2];" : "=f"(v[0]), "=f"(v[1]) : "r"(remote) : "memory");
+}
+FROST_DEVICE unsigned cc_rank(void)
+{
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+#else /* the host never selects this path below sm_90 */
+FROST_DEVICE void cc_cluster_arrive(void)
+{
+    __trap();
+}
+FROST_DEVICE void cc_cluster_wait(void)
+{
+    __trap();
+}
+FROST_DEVICE void cc_ld_remote_v4(float v[4], const float *local, unsigned rank)
+{
+    (void)local, (void)rank;
+    v[0] = v[1] = v[2] = v[3] = 0.0f;
+    __trap();
+}
+FROST_DEVICE void cc_ld_remote_v2(float v[2], const float *local, unsigned rank)
+{
+    (void)local, (void)rank;
+    v[0] = v[1] = 0.0f;
+    __trap();
+}
+FROST_DEVICE unsigned cc_rank(void)
+{
+    return 0;
+}
+#endif
+
+FROST_DEVICE void cc_cluster_sync(void)
+{
+    cc_cluster_arrive();
+    cc_cluster_wait();
+}
+
+/* ---- shared memory and the thread's place ------------------------------------------------ */
+typedef struct cc_smem {
+    frost_io *x, *dy;       /* tiles, rows x cw */
+    float *ch0, *ch1, *ch2; /* per channel: sums, then coefficients */
+    float *rec;             /* per set: count, mean, M2, - (read by the cluster) */
+    float *recb;            /* per set: A, B (backward, read by the cluster) */
+    float *fin;             /* per set: mean, inv_std */
+    float *scratch;
+} cc_smem;
+
+FROST_DEVICE void cc_carve(const cnorm_params *p, unsigned char *base, int tensors, cc_smem *m)
+{
+    const uint64_t tile = CNORM_ALIGN16((uint64_t)p->rows * (uint64_t)p->cw * sizeof(frost_io));
+    m->x = (frost_io *)base;
+    m->dy = (frost_io *)(base + tile);
+    float *f = (float *)(base + (uint64_t)tensors * tile);
+    m->ch0 = f;
+    m->ch1 = f + p->cw;
+    m->ch2 = f + 2 * p->cw;
+    m->rec = f + 3 * p->cw;
+    m->recb = m->rec + 4 * p->sets;
+    m->fin = m->recb + 2 * p->sets;
+    m->scratch = m->fin + 2 * p->sets;
+}
+
+typedef struct cc_map {
+    int units, per, u, r0; /* r0 >= per: no unit (only when units does not divide the block) */
+} cc_map;
+
+FROST_DEVICE cc_map cc_map_make(const cnorm_params *p)
+{
+    cc_map w;
+    w.units = p->cw / CN_VEC;
+    w.per = CNC_THREADS / w.units;
+    w.u = threadIdx.x % w.units;
+    w.r0 = threadIdx.x / w.units;
+    return w;
+}
+
+/* The global element of this thread's unit in the tile's row r0 (n stride sn). */
+FROST_DEVICE int64_t cc_goff(const cnorm_params *p, const cnorm_tile *tl, const cc_map *w, int64_t sn)
+{
+    return (int64_t)tl->n * sn + (int64_t)(tl->q0 - tl->n * p->hw + w->r0) * p->c + tl->c0 + w->u * CN_VEC;
+}
+
+/* The thread's rows of one tensor into the shared tile: cp.async (the caller waits), or
+ * element by element when a base is not 16-byte aligned. */
+FROST_DEVICE void cc_load(const cnorm_params *p, const cnorm_tile *tl, const cc_map *w, const frost_io *src, int64_t sn,
+                          frost_io *tile)
+{
+    if (w->r0 >= w->per)
+        return;
+    const frost_io *g = src + cc_goff(p, tl, w, sn);
+    frost_io *s = tile + w->r0 * p->cw + w->u * CN_VEC;
+    const int64_t gstep = (int64_t)w->per * p->c;
+    const int sstep = w->per * p->cw;
+    if (p->vec_ok) {
+#pragma unroll 4
+        for (int r = w->r0; r < tl->nq; r += w->per, g += gstep, s += sstep)
+            cn_cp_async16(s, g);
+    } else {
+        for (int r = w->r0; r < tl->nq; r += w->per, g += gstep, s += sstep)
+#pragma unroll
+            for (int k = 0; k < CN_VEC; k++)
+                s[k] = g[k];
+    }
+}
+
+/* One output unit: 16-byte streaming store, or element by element when misaligned. */
+FROST_DEVICE void cc_store(const cnorm_params *p, frost_io *g, const float v[CN_VEC])
+{
+    if (p->vec_ok) {
+        uint32_t q[4];
+        cn_pack(q, v);
+        cn_st_stream_v4(g, q);
+    } else {
+#pragma unroll
+        for (int k = 0; k < CN_VEC; k++)
+            g[k] = frost_from_float(v[k]);
+    }
+}
+
+/* Per-channel totals over the block of the thread's a[], b[] (its unit's CN_VEC channels)
+ * into outa[cw], outb[cw]: lanes of one unit fold in the warp when units divides 32, then
+ * the phases add in order in shared memory.  Fixed order: deterministic. */
+FROST_DEVICE void cc_reduce(const cnorm_params *p, const cc_map *w, float a[CN_VEC], float b[CN_VEC], float *outa,
+                            float *outb, float *scratch)
+{
+    const int tid = threadIdx.x, cw = p->cw, units = w->units;
+    const bool fold = units <= 32 && 32 % units == 0;
+    const int phases = CNC_PHASES(units);
+    float *row = 0;
+    if (fold) {
+        for (int m = units; m < 32; m <<= 1)
+#pragma unroll
+            for (int k = 0; k < CN_VEC; k++) {
+                a[k] += __shfl_xor_sync(0xffffffffu, a[k], m);
+                b[k] += __shfl_xor_sync(0xffffffffu, b[k], m);
+            }
+        if ((tid & 31) < units)
+            row = scratch + (tid / 32) * 2 * cw;
+    } else if (w->r0 < w->per) {
+        row = scratch + w->r0 * 2 * cw;
+    }
+    if (row)
+#pragma unroll
+        for (int k = 0; k < CN_VEC; k++) {
+            row[w->u * CN_VEC + k] = a[k];
+            row[cw + w->u * CN_VEC + k] = b[k];
+        }
+    __syncthreads();
+    for (int i = tid; i < 2 * cw; i += CNC_THREADS) {
+        float s = 0.0f;
+        for (int ph = 0; ph < phases; ph++)
+            s += scratch[ph * 2 * cw + i];
+        if (i < cw)
+            outa[i] = s;
+        else
+            outb[i - cw] = s;
+    }
+    __syncthreads();
+}
+
+/* Statistics of the segment: per set (mean, M2 over the whole segment) into fin[2 j],
+ * fin[2 j + 1], identical in every block of the cluster.  Synchronizes the cluster once;
+ * the caller's next cluster barrier releases rec. */
+FROST_DEVICE void cc_stats(const cnorm_params *p, const cnorm_tile *tl, const cc_map *w, const cc_smem *m)
+{
+    float s[CN_VEC], a[CN_VEC], b[CN_VEC];
+#pragma unroll
+    for (int k = 0; k < CN_VEC; k++)
+        s[k] = a[k] = b[k] = 0.0f;
+    if (w->r0 < w->per) {
+        cn_tile_vec(m->x, w->u * CN_VEC, s); /* the shift: row 0 */
+        const frost_io *t = m->x + w->r0 * p->cw + w->u * CN_VEC;
+#pragma unroll 4
+        for (int r = w->r0; r < tl->nq; r += w->per, t += w->per * p->cw) {
+            float v[CN_VEC];
+            cn_tile_vec(t, 0, v);
+#pragma unroll
+            for (int k = 0; k < CN_VEC; k++) {
+                const float d = v[k] - s[k];
+                a[k] += d;
+                b[k] = fmaf(d, d, b[k]);
+            }
+        }
+    }
+    cc_reduce(p, w, a, b, m->ch0, m->ch1, m->scratch);
+    const int cg = p->cg;
+    const float n = (float)tl->nq, inv_n = 1.0f / n;
+    for (int j = threadIdx.x; j < p->sets; j += CNC_THREADS) {
+        float mean = 0.0f, m2 = 0.0f;
+        for (int k = 0; k < cg; k++) {
+            const int c = j * cg + k;
+            mean += fmaf(m->ch0[c], inv_n, frost_to_float(m->x[c]));
+        }
+        mean /= (float)cg;
+        for (int k = 0; k < cg; k++) {
+            const int c = j * cg + k;
+            const float s1 = m->ch0[c], dm = fmaf(s1, inv_n, frost_to_float(m->x[c])) - mean;
+            m2 += fmaf(-s1 * inv_n, s1, m->ch1[c]) + n * dm * dm;
+        }
+        float *r = m->rec + 4 * j;
+        r[0] = n * (float)cg, r[1] = mean, r[2] = fmaxf(m2, 0.0f), r[3] = 0.0f;
+    }
+    cc_cluster_sync();
+    for (int j = threadIdx.x; j < p->sets; j += CNC_THREADS) {
+        cnorm_stat st = cn_stat_zero();
+        for (int i = 0; i < CLUSTER; i++) {
+            float v[4];
+            cc_ld_remote_v4(v, m->rec + 4 * j, (unsigned)i);
+            cnorm_stat o = cn_stat_zero();
+            o.count = v[0], o.mean = v[1], o.m2 = v[2];
+            st = cn_merge(st, o);
+        }
+        m->fin[2 * j] = st.mean;
+        m->fin[2 * j + 1] = st.m2;
+    }
+}
+
+/* ---- forward ---------------------------------------------------------------------------- */
+extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(CNC_THREADS, 2)
+    cnorm_cluster_fwd_kernel(const __grid_constant__ cnorm_params p)
+{
+    extern __shared__ uint4 cnorm_smem[];
+    cc_smem m;
+    cc_carve(&p, (unsigned char *)cnorm_smem, 1, &m);
+    const cnorm_tile tl = cn_tile(&p, blockIdx.x);
+    const cc_map w = cc_map_make(&p);
+    const bool leader = cc_rank() == 0;
+    cc_load(&p, &tl, &w, (const frost_io *)p.x, p.x_sn, m.x);
+    cn_cp_async_wait_all();
+    __syncthreads();
+    cc_stats(&p, &tl, &w, &m);
+    cc_cluster_arrive(); /* this block is done reading the others' records */
+    for (int j = threadIdx.x; j < p.sets; j += CNC_THREADS) {
+        const float mean = m.fin[2 * j], var = m.fin[2 * j + 1] * p.inv_m, rstd = rsqrtf(var + p.eps);
+        m.fin[2 * j + 1] = rstd;
+        if (leader && p.mean)
+            p.mean[cn_stat_index(&p, tl.n, tl.c0, j, p.mean_sn, p.mean_ss)] = mean;
+        if (leader && p.inv_std)
+            p.inv_std[cn_stat_index(&p, tl.n, tl.c0, j, p.inv_sn, p.inv_ss)] = rstd;
+    }
+    __syncthreads();
+    /* y = x * a + b' per channel: a = rstd w_eff, b' = bias - mean a */
+    for (int cl = threadIdx.x; cl < p.cw; cl += CNC_THREADS) {
+        const int j = cl / p.cg, c = tl.c0 + cl;
+        const float a = m.fin[2 * j + 1] * cn_weight(&p, c);
+        const float b = p.bias_dt != FROST_DT_NONE ? cn_param(p.bias, (int64_t)c * p.bias_sc, p.bias_dt) : 0.0f;
+        m.ch0[cl] = a;
+        m.ch1[cl] = fmaf(-m.fin[2 * j], a, b);
+    }
+    __syncthreads();
+    if (w.r0 < w.per) {
+        float a[CN_VEC], b[CN_VEC];
+#pragma unroll
+        for (int k = 0; k < CN_VEC; k++) {
+            a[k] = m.ch0[w.u * CN_VEC + k];
+            b[k] = m.ch1[w.u * CN_VEC + k];
+        }
+        frost_io *g = (frost_io *)p.out + cc_goff(&p, &tl, &w, p.out_sn);
+        const frost_io *t = m.x + w.r0 * p.cw + w.u * CN_VEC;
+        const int64_t gstep = (int64_t)w.per * p.c;
+#pragma unroll 4
+        for (int r = w.r0; r < tl.nq; r += w.per, t += w.per * p.cw, g += gstep) {
+            float v[CN_VEC];
+            cn_tile_vec(t, 0, v);
+#pragma unroll
+            for (int k = 0; k < CN_VEC; k++)
+                v[k] = fmaf(v[k], a[k], b[k]);
+            cc_store(&p, g, v);
+        }
+    }
+    cc_cluster_wait(); /* no block leaves while another may still read its records */
+}
+
+/* ---- backward --------------------------------------------------------------------------- */
+extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(CNC_THREADS, 2)
+    cnorm_cluster_bwd_kernel(const __grid_constant__ cnorm_params p)
+{
+    extern __shared__ uint4 cnorm_smem[];
+    cc_smem m;
+    cc_carve(&p, (unsigned char *)cnorm_smem, 2, &m);
+    const cnorm_tile tl = cn_tile(&p, blockIdx.x);
+    const cc_map w = cc_map_make(&p);
+    const int tid = threadIdx.x, cg = p.cg;
+    cc_load(&p, &tl, &w, (const frost_io *)p.x, p.x_sn, m.x);
+    cc_load(&p, &tl, &w, (const frost_io *)p.dy, p.dy_sn, m.dy);
+    cn_cp_async_wait_all();
+    __syncthreads();
+    /* mean and inv_std per set: saved, or recomputed like the reference (with epsilon) */
+    const int both = CNORM_F_SAVED_MEAN | CNORM_F_SAVED_RSTD;
+    const bool recompute = (p.flags & both) != both;
+    if (recompute) {
+        cc_stats(&p, &tl, &w, &m); /* fin = (mean, M2); the A/B barrier below releases rec */
+        __syncthreads();
+    }
+    for (int j = tid; j < p.sets; j += CNC_THREADS) {
+        const float mean = (p.flags & CNORM_F_SAVED_MEAN)
+                               ? p.mean[cn_stat_index(&p, tl.n, tl.c0, j, p.mean_sn, p.mean_ss)]
+                               : m.fin[2 * j];
+        const float rstd = (p.flags & CNORM_F_SAVED_RSTD)
+                               ? p.inv_std[cn_stat_index(&p, tl.n, tl.c0, j, p.inv_sn, p.inv_ss)]
+                               : rsqrtf(m.fin[2 * j + 1] * p.inv_m + p.eps);
+        m.fin[2 * j] = mean;
+        m.fin[2 * j + 1] = rstd;
+    }
+    __syncthreads();
+    /* per channel: sum dy, sum dy (x - mean) */
+    float a[CN_VEC], b[CN_VEC];
+#pragma unroll
+    for (int k = 0; k < CN_VEC; k++)
+        a[k] = b[k] = 0.0f;
+    if (w.r0 < w.per) {
+        float mu[CN_VEC];
+#pragma unroll
+        for (int k = 0; k < CN_VEC; k++)
+            mu[k] = m.fin[2 * ((w.u * CN_VEC + k) / cg)];
+        const int first = w.r0 * p.cw + w.u * CN_VEC;
+#pragma unroll 4
+        for (int r = w.r0, s = first; r < tl.nq; r += w.per, s += w.per * p.cw) {
+            float vx[CN_VEC], vdy[CN_VEC];
+            cn_tile_vec(m.x, s, vx);
+            cn_tile_vec(m.dy, s, vdy);
+#pragma unroll
+            for (int k = 0; k < CN_VEC; k++) {
+                a[k] += vdy[k];
+                b[k] = fmaf(vdy[k], vx[k] - mu[k], b[k]);
+            }
+        }
+    }
+    cc_reduce(&p, &w, a, b, m.ch0, m.ch1, m.scratch);
+    if (p.want_rec) /* d_scale / d_bias records (n, c, tile) for cnorm_bwd_dparams_kernel */
+        for (int cl = tid; cl < p.cw; cl += CNC_THREADS) {
+            float *rec = (float *)(p.ws + p.off_rec) + (((int64_t)tl.n * p.c + tl.c0 + cl) * p.k_tiles + tl.index) * 2;
+            rec[0] = m.ch0[cl];
+            rec[1] = m.fin[2 * (cl / cg) + 1] * m.ch1[cl];
+        }
+    for (int j = tid; j < p.sets; j += CNC_THREADS) {
+        float sa = 0.0f, sb = 0.0f;
+        for (int k = 0; k < cg; k++) {
+            const int cl = j * cg + k;
+            const float wc = cn_weight(&p, tl.c0 + cl);
+            sa = fmaf(wc, m.ch0[cl], sa);
+            sb = fmaf(wc, m.ch1[cl], sb);
+        }
+        m.recb[2 * j] = sa;
+        m.recb[2 * j + 1] = sb;
+    }
+    cc_cluster_sync(); /* A, B out; with recompute, everyone is also done reading rec */
+    for (int j = tid; j < p.sets; j += CNC_THREADS) {
+        float sa = 0.0f, sb = 0.0f;
+        for (int i = 0; i < CLUSTER; i++) {
+            float v[2];
+            cc_ld_remote_v2(v, m.recb + 2 * j, (unsigned)i);
+            sa += v[0];
+            sb += v[1];
+        }
+        /* dx = dy * (r w) - x * cx + k, cx = r^3 B / M, k = mean cx - r A / M */
+        const float r = m.fin[2 * j + 1], cx = r * r * r * sb * p.inv_m;
+        m.rec[4 * j] = cx;
+        m.rec[4 * j + 1] = fmaf(m.fin[2 * j], cx, -r * sa * p.inv_m);
+    }
+    cc_cluster_arrive(); /* done reading the others' A, B (rec is this block's own from here) */
+    __syncthreads();
+    for (int cl = tid; cl < p.cw; cl += CNC_THREADS) {
+        const int j = cl / cg;
+        m.ch0[cl] = m.rec[4 * j + 1];
+        m.ch1[cl] = m.fin[2 * j + 1] * cn_weight(&p, tl.c0 + cl);
+        m.ch2[cl] = m.rec[4 * j];
+    }
+    __syncthreads();
+    if (w.r0 < w.per) {
+        float kk[CN_VEC], cdy[CN_VEC], cx[CN_VEC];
+#pragma unroll
+        for (int k = 0; k < CN_VEC; k++) {
+            kk[k] = m.ch0[w.u * CN_VEC + k];
+            cdy[k] = m.ch1[w.u * CN_VEC + k];
+            cx[k] = m.ch2[w.u * CN_VEC + k];
+        }
+        frost_io *g = (frost_io *)p.out + cc_goff(&p, &tl, &w, p.out_sn);
+        const int64_t gstep = (int64_t)w.per * p.c;
+        const int first = w.r0 * p.cw + w.u * CN_VEC;
+#pragma unroll 4
+        for (int r = w.r0, s = first; r < tl.nq; r += w.per, s += w.per * p.cw, g += gstep) {
+            float vx[CN_VEC], vdy[CN_VEC];
+            cn_tile_vec(m.x, s, vx);
+            cn_tile_vec(m.dy, s, vdy);
+#pragma unroll
+            for (int k = 0; k < CN_VEC; k++)
+                vx[k] = fmaf(vdy[k], cdy[k], fmaf(-vx[k], cx[k], kk[k]));
+            cc_store(&p, g, vx);
+        }
+    }
+    cc_cluster_wait();
+}
