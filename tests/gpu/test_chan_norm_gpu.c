@@ -416,8 +416,14 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
         }
         char explain[4096];
         TU_OK(frost_graph_explain(gg, explain, sizeof explain, NULL));
-        if (c->n > 0 && !strstr(explain, "chan_norm_fwd.cu:cnorm_fwd_kernel"))
+        /* the cluster path: NHWC GroupNorm / InstanceNorm only; every table case that forces
+         * it is eligible, and -1 turns it off */
+        const int clustered = strstr(explain, "chan_norm_cluster.cu:cnorm_cluster_fwd_kernel") != NULL;
+        const int want_cluster = c->cluster > 0 && strstr(c->name, "cluster") != NULL;
+        if (c->n > 0 && !clustered && !strstr(explain, "chan_norm_fwd.cu:cnorm_fwd_kernel"))
             tu_failf("explain does not name the cuda kernel:\n%s", explain);
+        if (c->n > 0 && (clustered ? c->kind == BN || !c->nhwc || c->cluster < 0 : want_cluster))
+            tu_failf("cluster path %s for this case:\n%s", clustered ? "taken" : "not taken", explain);
         /* these cases are sized to exceed one wave of 16 KB tiles on a GPU of <= 140 SMs */
         if (strstr(c->name, "fallback") && dev->sm_count <= 140 && !strstr(explain, "second read of x"))
             tu_failf("expected the three-kernel fallback:\n%s", explain);

@@ -111,6 +111,7 @@ FROST_DEVICE void cc_cluster_sync(void)
 typedef struct cc_smem {
     frost_io *x, *dy;       /* tiles, rows x cw */
     float *ch0, *ch1, *ch2; /* per channel: sums, then coefficients */
+    float *ch3;             /* per channel: forward bias, backward w_eff */
     float *rec;             /* per set: count, mean, M2, - (read by the cluster) */
     float *recb;            /* per set: A, B (backward, read by the cluster) */
     float *fin;             /* per set: mean, inv_std */
@@ -126,7 +127,8 @@ FROST_DEVICE void cc_carve(const cnorm_params *p, unsigned char *base, int tenso
     m->ch0 = f;
     m->ch1 = f + p->cw;
     m->ch2 = f + 2 * p->cw;
-    m->rec = f + 3 * p->cw;
+    m->ch3 = f + 3 * p->cw;
+    m->rec = f + 4 * p->cw;
     m->recb = m->rec + 4 * p->sets;
     m->fin = m->recb + 2 * p->sets;
     m->scratch = m->fin + 2 * p->sets;
@@ -288,7 +290,7 @@ FROST_DEVICE void cc_stats(const cnorm_params *p, const cnorm_tile *tl, const cc
 }
 
 /* ---- forward ---------------------------------------------------------------------------- */
-extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(CNC_THREADS, 2)
+extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(CNC_THREADS, 3)
     cnorm_cluster_fwd_kernel(const __grid_constant__ cnorm_params p)
 {
     extern __shared__ uint4 cnorm_smem[];
@@ -298,6 +300,12 @@ extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(CNC
     const cc_map w = cc_map_make(&p);
     const bool leader = cc_rank() == 0;
     cc_load(&p, &tl, &w, (const frost_io *)p.x, p.x_sn, m.x);
+    /* the per-channel parameters while the tile lands: ch2 = w_eff, ch3 = bias */
+    for (int cl = threadIdx.x; cl < p.cw; cl += CNC_THREADS) {
+        const int c = tl.c0 + cl;
+        m.ch2[cl] = cn_weight(&p, c);
+        m.ch3[cl] = p.bias_dt != FROST_DT_NONE ? cn_param(p.bias, (int64_t)c * p.bias_sc, p.bias_dt) : 0.0f;
+    }
     cn_cp_async_wait_all();
     __syncthreads();
     cc_stats(&p, &tl, &w, &m);
@@ -313,11 +321,10 @@ extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(CNC
     __syncthreads();
     /* y = x * a + b' per channel: a = rstd w_eff, b' = bias - mean a */
     for (int cl = threadIdx.x; cl < p.cw; cl += CNC_THREADS) {
-        const int j = cl / p.cg, c = tl.c0 + cl;
-        const float a = m.fin[2 * j + 1] * cn_weight(&p, c);
-        const float b = p.bias_dt != FROST_DT_NONE ? cn_param(p.bias, (int64_t)c * p.bias_sc, p.bias_dt) : 0.0f;
+        const int j = cl / p.cg;
+        const float a = m.fin[2 * j + 1] * m.ch2[cl];
         m.ch0[cl] = a;
-        m.ch1[cl] = fmaf(-m.fin[2 * j], a, b);
+        m.ch1[cl] = fmaf(-m.fin[2 * j], a, m.ch3[cl]);
     }
     __syncthreads();
     if (w.r0 < w.per) {
@@ -344,7 +351,7 @@ extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(CNC
 }
 
 /* ---- backward --------------------------------------------------------------------------- */
-extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(CNC_THREADS, 2)
+extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(CNC_THREADS, 3)
     cnorm_cluster_bwd_kernel(const __grid_constant__ cnorm_params p)
 {
     extern __shared__ uint4 cnorm_smem[];
@@ -355,26 +362,32 @@ extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(CNC
     const int tid = threadIdx.x, cg = p.cg;
     cc_load(&p, &tl, &w, (const frost_io *)p.x, p.x_sn, m.x);
     cc_load(&p, &tl, &w, (const frost_io *)p.dy, p.dy_sn, m.dy);
-    cn_cp_async_wait_all();
-    __syncthreads();
-    /* mean and inv_std per set: saved, or recomputed like the reference (with epsilon) */
+    /* while the tiles land: ch3 = w_eff per channel, and the saved statistics */
     const int both = CNORM_F_SAVED_MEAN | CNORM_F_SAVED_RSTD;
     const bool recompute = (p.flags & both) != both;
-    if (recompute) {
+    for (int cl = tid; cl < p.cw; cl += CNC_THREADS)
+        m.ch3[cl] = cn_weight(&p, tl.c0 + cl);
+    if (!recompute)
+        for (int j = tid; j < p.sets; j += CNC_THREADS) {
+            m.fin[2 * j] = p.mean[cn_stat_index(&p, tl.n, tl.c0, j, p.mean_sn, p.mean_ss)];
+            m.fin[2 * j + 1] = p.inv_std[cn_stat_index(&p, tl.n, tl.c0, j, p.inv_sn, p.inv_ss)];
+        }
+    cn_cp_async_wait_all();
+    __syncthreads();
+    if (recompute) {               /* per set: the saved mean / inv_std where given, else recomputed (with epsilon) */
         cc_stats(&p, &tl, &w, &m); /* fin = (mean, M2); the A/B barrier below releases rec */
+        for (int j = tid; j < p.sets; j += CNC_THREADS) {
+            const float mean = (p.flags & CNORM_F_SAVED_MEAN)
+                                   ? p.mean[cn_stat_index(&p, tl.n, tl.c0, j, p.mean_sn, p.mean_ss)]
+                                   : m.fin[2 * j];
+            const float rstd = (p.flags & CNORM_F_SAVED_RSTD)
+                                   ? p.inv_std[cn_stat_index(&p, tl.n, tl.c0, j, p.inv_sn, p.inv_ss)]
+                                   : rsqrtf(m.fin[2 * j + 1] * p.inv_m + p.eps);
+            m.fin[2 * j] = mean;
+            m.fin[2 * j + 1] = rstd;
+        }
         __syncthreads();
     }
-    for (int j = tid; j < p.sets; j += CNC_THREADS) {
-        const float mean = (p.flags & CNORM_F_SAVED_MEAN)
-                               ? p.mean[cn_stat_index(&p, tl.n, tl.c0, j, p.mean_sn, p.mean_ss)]
-                               : m.fin[2 * j];
-        const float rstd = (p.flags & CNORM_F_SAVED_RSTD)
-                               ? p.inv_std[cn_stat_index(&p, tl.n, tl.c0, j, p.inv_sn, p.inv_ss)]
-                               : rsqrtf(m.fin[2 * j + 1] * p.inv_m + p.eps);
-        m.fin[2 * j] = mean;
-        m.fin[2 * j + 1] = rstd;
-    }
-    __syncthreads();
     /* per channel: sum dy, sum dy (x - mean) */
     float a[CN_VEC], b[CN_VEC];
 #pragma unroll
@@ -409,7 +422,7 @@ extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(CNC
         float sa = 0.0f, sb = 0.0f;
         for (int k = 0; k < cg; k++) {
             const int cl = j * cg + k;
-            const float wc = cn_weight(&p, tl.c0 + cl);
+            const float wc = m.ch3[cl];
             sa = fmaf(wc, m.ch0[cl], sa);
             sb = fmaf(wc, m.ch1[cl], sb);
         }
@@ -435,7 +448,7 @@ extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(CNC
     for (int cl = tid; cl < p.cw; cl += CNC_THREADS) {
         const int j = cl / cg;
         m.ch0[cl] = m.rec[4 * j + 1];
-        m.ch1[cl] = m.fin[2 * j + 1] * cn_weight(&p, tl.c0 + cl);
+        m.ch1[cl] = m.fin[2 * j + 1] * m.ch3[cl];
         m.ch2[cl] = m.rec[4 * j];
     }
     __syncthreads();

@@ -211,11 +211,12 @@ int frost__cnorm_choose_geometry(const cnorm_shape *s, const cnorm_device *dev, 
  * k tiles per segment, no persistent grid.  The window: the narrowest whose pixel run is
  * a whole 128-byte line or more (C itself when C is narrower), then narrower ones when the
  * segment would need more than max_cluster tiles.  The tiles per segment: the fewest (a
- * power of two) that keep a tile at or under CLUSTER_TILE_BYTES per tensor, so two
- * forward blocks share an SM (one's loads overlap the other's arithmetic and stores).
- * Measured on the H200 (2026-12-02, docs/PERF.md, GroupNorm(32) bf16): 64-channel windows
- * with 64 KB tiles were the fastest of the windows 32-256 and clusters 2-8 tried, forward
- * and backward, at both target shapes.  Chosen only when the segments fill every SM at
+ * power of two) that keep a block's tiles (x, and dy) at or under CLUSTER_TILE_BYTES
+ * together, so two or three blocks share an SM (one's loads overlap another's arithmetic
+ * and stores).  Measured on the H200 (2026-12-02, docs/PERF.md, GroupNorm(32) bf16):
+ * 64-channel windows with 64 KB tiles were the fastest forward of the windows 32-256 and
+ * clusters 2-8 tried at both target shapes, and the backward ran 1.13x faster with 32 KB
+ * tiles of x and dy than with 64 KB ones.  Chosen only when the segments fill every SM at
  * least once; FROST_CNORM_CLUSTER = 0 turns the path off, 1 / 2 / 4 / 8 forces that many
  * tiles per segment (any occupancy, any tile size that fits). */
 #define CLUSTER_TILE_BYTES (64 * 1024)
@@ -225,7 +226,7 @@ static int cluster_fits(const cnorm_shape *s, const cnorm_device *dev, int64_t c
 {
     const int64_t vec = 16 / s->esize, rows = frost__cnorm_ceil_div(s->hw, k);
     const size_t per_sm = dev->smem_per_sm - dev->reserved, budget = dev->optin < per_sm ? dev->optin : per_sm;
-    if ((k - 1) * rows >= s->hw || (!forced && rows * cw * s->esize > CLUSTER_TILE_BYTES))
+    if ((k - 1) * rows >= s->hw || (!forced && rows * cw * s->esize * s->tensors > CLUSTER_TILE_BYTES))
         return 0;
     const size_t smem = (size_t)CNC_SMEM_BYTES(rows, cw, cw / s->cg, s->esize, s->tensors, cw / vec);
     if (smem > budget)
@@ -240,7 +241,7 @@ static int cluster_fits(const cnorm_shape *s, const cnorm_device *dev, int64_t c
     out->num_segments = s->n * out->windows;
     out->num_tiles = out->num_segments * k;
     out->blocks = (int64_t)(dev->smem_per_sm / (smem + dev->reserved));
-    out->blocks = out->blocks < 1 ? 1 : out->blocks > 2 ? 2 : out->blocks; /* launch bounds: 2 */
+    out->blocks = out->blocks < 1 ? 1 : out->blocks > 3 ? 3 : out->blocks; /* launch bounds: 3 */
     out->waves = frost__cnorm_ceil_div(out->num_tiles, dev->sms * out->blocks);
     out->resident = 1;
     out->cluster = k;

@@ -112,7 +112,7 @@
 /* The cluster path (chan_norm_cluster.cu: GroupNorm / InstanceNorm, NHWC, 16-byte units,
  * sm_90): blocks of CNC_THREADS threads, a segment's k_tiles tiles in one thread-block
  * cluster of at most CNC_MAX_CLUSTER blocks.  Shared memory: the tiles (rows x cw
- * elements each, no padding), three per-channel and eight per-set float arrays, and the
+ * elements each, no padding), four per-channel and eight per-set float arrays, and the
  * scratch of the per-channel reduction: 2 x cw floats per row phase, one phase per warp
  * when a warp's lanes fold onto whole rows (units = cw / vec divides 32), else one per
  * row a block pass covers (CNC_THREADS / units). */
@@ -122,7 +122,7 @@
 #define CNC_PHASES(units) (((units) <= 32 && 32 % (units) == 0) ? CNC_WARPS : CNC_THREADS / (units))
 #define CNC_SMEM_BYTES(rows, cw, sets, esize, tensors, units)                                                      \
     ((tensors) * CNORM_ALIGN16((uint64_t)(rows) * (uint64_t)(cw) * (uint64_t)(esize)) +                             \
-     4ull * (3ull * (uint64_t)(cw) + 8ull * (uint64_t)(sets) + 2ull * (uint64_t)(cw) * (uint64_t)CNC_PHASES(units)))
+     4ull * (4ull * (uint64_t)(cw) + 8ull * (uint64_t)(sets) + 2ull * (uint64_t)(cw) * (uint64_t)CNC_PHASES(units)))
 
 typedef struct cnorm_params {
     const void *x;
