@@ -21,7 +21,9 @@
  * clusters on the device, too few tiles to fill the SMs, a segment past 8 tiles), the
  * FROST_CNORM_CLUSTER override, and the invariants chan_norm_cluster.cu relies on: no
  * empty tile, whole sets and units, at most CNC_THREADS units per row, the shared memory
- * of the kernel's layout within a block's.
+ * of the kernel's layout within a block's.  Last, BatchNorm's stream path
+ * (frost__cnorm_choose_stream): the windows for the targets, narrower ones when the batch
+ * is large, none when no window fits a third of L2, and the problems it leaves alone.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,6 +192,66 @@ static void run_cluster_case(int index, const cluster_case *c, int clusters)
                  (long long)geo.k_tiles);
 }
 
+/* ---- the stream path (BatchNorm training forward) ------------------------------------- */
+static const cluster_case stream_cases[] = {
+    /* name, kind, nhwc, tensors, n, c, hw, groups, esize, env, cw, k (0: not taken) */
+    {"bn fwd 32x512x64x64: 64 channels over 264 blocks", BN, 1, 1, 32, 512, 4096, 0, 2, NULL, 64, 264},
+    {"bn fwd 128x256x32x32: 64 channels over 264 blocks", BN, 1, 1, 128, 256, 1024, 0, 2, NULL, 64, 264},
+    {"bn fwd f32 C 16: the whole C (64-byte runs)", BN, 1, 1, 4, 16, 64, 0, 4, NULL, 16, 32},
+    {"bn fwd 512K rows: 32-byte windows fit a third of L2", BN, 1, 1, 128, 64, 4096, 0, 2, NULL, 16, 264},
+    {"bn fwd 4M rows: no window fits", BN, 1, 1, 1024, 64, 4096, 0, 2, NULL, 0, 0},
+    {"bn bwd: not this path", BN, 1, 2, 32, 512, 4096, 0, 2, NULL, 0, 0},
+    {"bn nchw: not this path", BN, 0, 1, 32, 512, 4096, 0, 2, NULL, 0, 0},
+    {"gn: not this path", GN, 1, 1, 32, 512, 4096, 32, 2, NULL, 0, 0},
+    {"FROST_CNORM_STREAM=0 turns it off", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=0", 0, 0},
+    {"FROST_CNORM_WINDOW=32 reaches it", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_WINDOW=32", 32, 264},
+    {"a window past a third of L2 is not taken", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_WINDOW=128", 0, 0},
+};
+#define NUM_STREAM_CASES ((int)(sizeof stream_cases / sizeof stream_cases[0]))
+
+static void run_stream_case(int index, const cluster_case *c)
+{
+    tu_set_context("test_chan_norm_geometry", 0, index, c->name);
+    const cnorm_device dev = {
+        .sms = 132, .smem_per_sm = 233472, .optin = 232448, .reserved = 1024, .max_cluster = 8, .l2_bytes = 60ll << 20};
+    cnorm_shape s = {
+        .kind = c->kind, .nhwc = c->nhwc, .tensors = c->tensors, .n = c->n, .c = c->c, .hw = c->hw, .esize = c->esize};
+    s.cg = c->kind == GN ? c->c / c->groups : 1;
+    const int64_t vec = 16 / c->esize;
+    s.vec_layout = c->nhwc ? c->c % vec == 0 : c->hw % vec == 0;
+    s.cw_unit = frost__cnorm_window_unit(c->nhwc, s.vec_layout, s.cg, vec);
+    char name[64] = {0};
+    const char *eq = c->env ? strchr(c->env, '=') : NULL;
+    if (eq) {
+        memcpy(name, c->env, (size_t)(eq - c->env));
+        setenv(name, eq + 1, 1);
+    }
+    cnorm_geometry geo;
+    const int ok = frost__cnorm_choose_stream(&s, &dev, &geo);
+    if (eq)
+        unsetenv(name);
+    if (ok != (c->k > 0)) {
+        tu_failf("stream path %s, expected %s", ok ? "taken" : "not taken", c->k ? "taken" : "not taken");
+        return;
+    }
+    if (!ok)
+        return;
+    const int64_t rows_all = c->n * c->hw;
+    if (geo.cw != c->cw || geo.k_tiles != c->k || !geo.stream || !geo.resident || geo.cluster)
+        tu_failf("window %lld, %lld tiles per window, expected %lld, %lld", (long long)geo.cw, (long long)geo.k_tiles,
+                 (long long)c->cw, (long long)c->k);
+    if (c->c % geo.cw != 0 || geo.cw % s.cw_unit != 0 || geo.sets != geo.cw || geo.windows != c->c / geo.cw)
+        tu_failf("window %lld is not whole units of C %lld", (long long)geo.cw, (long long)c->c);
+    if (geo.rows * geo.k_tiles < rows_all || (geo.k_tiles - 1) * geo.rows >= rows_all ||
+        geo.k_tiles > dev.sms * CNS_MIN_BLOCKS)
+        tu_failf("%lld rows x %lld tiles do not cut %lld rows over the resident blocks", (long long)geo.rows,
+                 (long long)geo.k_tiles, (long long)rows_all);
+    if (rows_all * geo.cw * c->esize > dev.l2_bytes / 3)
+        tu_failf("a window of %lld bytes, more than a third of L2", (long long)(rows_all * geo.cw * c->esize));
+    if (geo.smem != (size_t)CNS_SMEM_BYTES(geo.cw, geo.cw / vec) || geo.num_tiles != geo.windows * geo.k_tiles)
+        tu_failf("%zu bytes of shared memory, %lld tiles", geo.smem, (long long)geo.num_tiles);
+}
+
 int main(void)
 {
     const int only = tu_case_filter();
@@ -206,6 +268,15 @@ int main(void)
         ++run_count;
     }
     unsetenv("FROST_CNORM_CLUSTER");
+    unsetenv("FROST_CNORM_STREAM");
+    for (int i = 0; i < NUM_STREAM_CASES; ++i) {
+        if (only >= 0 && only != NUM_CASES + NUM_CLUSTER_CASES + i)
+            continue;
+        tu_case_begin();
+        run_stream_case(NUM_CASES + NUM_CLUSTER_CASES + i, &stream_cases[i]);
+        tu_case_end();
+        ++run_count;
+    }
     for (int clusters = CNC_MAX_CLUSTER; clusters >= 0; clusters -= CNC_MAX_CLUSTER) /* sm_90, then no clusters */
         for (int i = 0; i < NUM_CLUSTER_CASES; ++i) {
             if (only >= 0 && only != NUM_CASES + i)

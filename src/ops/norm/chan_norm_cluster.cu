@@ -36,7 +36,7 @@
  * Entry points: cnorm_cluster_fwd_kernel, cnorm_cluster_bwd_kernel.  Keys: DTYPE_*,
  * KIND_GROUP | KIND_INSTANCE, LAYOUT_NHWC, CLUSTER = blocks per cluster (1, 2, 4 or 8).
  */
-#include "chan_norm_stats.cuh"
+#include "chan_norm_units.cuh"
 
 #if !defined(LAYOUT_NHWC) || defined(KIND_BATCH) || !defined(CLUSTER)
 #error "the cluster path is GroupNorm / InstanceNorm, NHWC, with CLUSTER defined"
@@ -134,20 +134,6 @@ FROST_DEVICE void cc_carve(const cnorm_params *p, unsigned char *base, int tenso
     m->scratch = m->fin + 2 * p->sets;
 }
 
-typedef struct cc_map {
-    int units, per, u, r0; /* r0 >= per: no unit (only when units does not divide the block) */
-} cc_map;
-
-FROST_DEVICE cc_map cc_map_make(const cnorm_params *p)
-{
-    cc_map w;
-    w.units = p->cw / CN_VEC;
-    w.per = CNC_THREADS / w.units;
-    w.u = threadIdx.x % w.units;
-    w.r0 = threadIdx.x / w.units;
-    return w;
-}
-
 /* The global element of this thread's unit in the tile's row r0 (n stride sn). */
 FROST_DEVICE int64_t cc_goff(const cnorm_params *p, const cnorm_tile *tl, const cc_map *w, int64_t sn)
 {
@@ -189,47 +175,6 @@ FROST_DEVICE void cc_store(const cnorm_params *p, frost_io *g, const float v[CN_
         for (int k = 0; k < CN_VEC; k++)
             g[k] = frost_from_float(v[k]);
     }
-}
-
-/* Per-channel totals over the block of the thread's a[], b[] (its unit's CN_VEC channels)
- * into outa[cw], outb[cw]: lanes of one unit fold in the warp when units divides 32, then
- * the phases add in order in shared memory.  Fixed order: deterministic. */
-FROST_DEVICE void cc_reduce(const cnorm_params *p, const cc_map *w, float a[CN_VEC], float b[CN_VEC], float *outa,
-                            float *outb, float *scratch)
-{
-    const int tid = threadIdx.x, cw = p->cw, units = w->units;
-    const bool fold = units <= 32 && 32 % units == 0;
-    const int phases = CNC_PHASES(units);
-    float *row = 0;
-    if (fold) {
-        for (int m = units; m < 32; m <<= 1)
-#pragma unroll
-            for (int k = 0; k < CN_VEC; k++) {
-                a[k] += __shfl_xor_sync(0xffffffffu, a[k], m);
-                b[k] += __shfl_xor_sync(0xffffffffu, b[k], m);
-            }
-        if ((tid & 31) < units)
-            row = scratch + (tid / 32) * 2 * cw;
-    } else if (w->r0 < w->per) {
-        row = scratch + w->r0 * 2 * cw;
-    }
-    if (row)
-#pragma unroll
-        for (int k = 0; k < CN_VEC; k++) {
-            row[w->u * CN_VEC + k] = a[k];
-            row[cw + w->u * CN_VEC + k] = b[k];
-        }
-    __syncthreads();
-    for (int i = tid; i < 2 * cw; i += CNC_THREADS) {
-        float s = 0.0f;
-        for (int ph = 0; ph < phases; ph++)
-            s += scratch[ph * 2 * cw + i];
-        if (i < cw)
-            outa[i] = s;
-        else
-            outb[i - cw] = s;
-    }
-    __syncthreads();
 }
 
 /* Statistics of the segment: per set (mean, M2 over the whole segment) into fin[2 j],

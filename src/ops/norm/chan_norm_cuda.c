@@ -32,9 +32,14 @@
  * distributed shared memory, one block per tile, no workspace exchange.  A base that turns
  * out misaligned at execute takes the kernel's element-by-element loads and stores.
  *
+ * The stream path (chan_norm_stream.cu): BatchNorm training forward on NHWC 16-byte units
+ * when a channel window fits a third of L2: a resident grid reads each window once from
+ * HBM for the statistics and again from L2 for the output.
+ *
  * Kernel keys: DTYPE_F32|F16|BF16, KIND_GROUP|INSTANCE|BATCH, LAYOUT_NCHW|NHWC, per entry
  * point (main, finalize, dparams): 90 keys; the cluster path's main kernels add CLUSTER =
- * 1, 2, 4, 8 (48 keys); all listed by frost__cnorm_cuda_keys.
+ * 1, 2, 4, 8 (48 keys), the stream path one per dtype (3); all listed by
+ * frost__cnorm_cuda_keys.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -48,6 +53,7 @@ FROST__STATIC_ASSERT(sizeof(cnorm_params) == CNORM_PARAMS_BYTES, "cnorm_params l
 #define FWD_SOURCE "src/ops/norm/chan_norm_fwd.cu"
 #define BWD_SOURCE "src/ops/norm/chan_norm_bwd.cu"
 #define CLUSTER_SOURCE "src/ops/norm/chan_norm_cluster.cu"
+#define STREAM_SOURCE "src/ops/norm/chan_norm_stream.cu"
 #define SMEM_RESERVED 1024 /* per block, taken by the hardware */
 #define MAX_ROWS ((int64_t)INT32_MAX - 4096)
 
@@ -128,19 +134,22 @@ static frost_status pick_layout(const frost__graph *g, const frost__node *n, con
 
 /* blocks: resident blocks per SM of the main kernel (> 1 only under FROST_CNORM_BLOCKS);
  * cluster: > 0 for the cluster path's main kernel (chan_norm_cluster.cu), its blocks per
- * cluster */
+ * cluster, < 0 for the stream path's (chan_norm_stream.cu) */
 static void fill_key(frost__kernel_key *k, int backward, int entry, frost_dtype dtype, int kind, int nhwc,
                      int64_t blocks, int64_t cluster)
 {
-    const int clustered = entry == ENTRY_MAIN && cluster > 0;
-    frost__key_init(k, clustered ? CLUSTER_SOURCE : backward ? BWD_SOURCE : FWD_SOURCE,
-                    clustered ? cluster_entry[backward] : entry_names[backward][entry]);
+    const int clustered = entry == ENTRY_MAIN && cluster > 0, streamed = entry == ENTRY_MAIN && cluster < 0;
+    if (streamed)
+        frost__key_init(k, STREAM_SOURCE, "cnorm_stream_fwd_kernel");
+    else
+        frost__key_init(k, clustered ? CLUSTER_SOURCE : backward ? BWD_SOURCE : FWD_SOURCE,
+                        clustered ? cluster_entry[backward] : entry_names[backward][entry]);
     frost__key_define(k, dtype == FROST_F32 ? "DTYPE_F32" : dtype == FROST_F16 ? "DTYPE_F16" : "DTYPE_BF16", NULL);
     frost__key_define(k, kind_define[kind], NULL);
     frost__key_define(k, nhwc ? "LAYOUT_NHWC" : "LAYOUT_NCHW", NULL);
     if (clustered)
         frost__key_define(k, "CLUSTER", "%d", (int)cluster);
-    else if (entry == ENTRY_MAIN && blocks > 1)
+    else if (entry == ENTRY_MAIN && blocks > 1 && !streamed)
         frost__key_define(k, "MINB", "%d", (int)blocks);
 }
 
@@ -183,7 +192,7 @@ static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
     k->k_tiles = (int32_t)geo->k_tiles;
     k->num_tiles = (int32_t)geo->num_tiles;
     k->num_segments = (int32_t)geo->num_segments;
-    k->pitch = (int32_t)(geo->cluster ? geo->cw : pl->nhwc ? CNORM_PITCH_NHWC(geo->cw) : geo->rows);
+    k->pitch = (int32_t)(geo->cluster || geo->stream ? geo->cw : pl->nhwc ? CNORM_PITCH_NHWC(geo->cw) : geo->rows);
     /* developer tuning: FROST_CNORM_PREFETCH = 0 bulk, 1 lines (the default), 2 none */
     const char *pf = getenv("FROST_CNORM_PREFETCH");
     k->prefetch = pf && pf[0] >= '0' && pf[0] <= '2' && !pf[1] ? pf[0] - '0' : CNORM_PREFETCH_DEFAULT;
@@ -217,9 +226,10 @@ static void plan_workspace(cnorm_plan *pl)
 {
     const cnorm_geometry *geo = &pl->geo;
     cnorm_params *k = &pl->params;
-    /* through the workspace: the fallback's records, or a resident segment of several tiles
-     * (the cluster path exchanges through distributed shared memory) */
-    const int exchange = geo->cluster ? 0 : geo->resident ? geo->k_tiles > 1 : 1;
+    /* through the workspace: the fallback's records, a resident segment of several tiles, and
+     * every window of the stream path (the cluster path exchanges through distributed shared
+     * memory) */
+    const int exchange = geo->cluster ? 0 : geo->stream ? 1 : geo->resident ? geo->k_tiles > 1 : 1;
     const int64_t part_floats = pl->backward ? CNORM_PART_FLOATS_BWD : CNORM_PART_FLOATS_FWD;
     const int stats = !(k->flags & CNORM_F_RUNNING);
     int64_t at = 0;
@@ -299,9 +309,13 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
         sh.cw_unit = frost__cnorm_window_unit(nhwc, pl->vec_layout, sh.cg, vec);
         const cnorm_device cd = {.sms = dev->sm_count, .smem_per_sm = dev->smem_per_sm,
                                  .optin = dev->smem_per_block_optin, .reserved = SMEM_RESERVED,
-                                 .max_cluster = dev->cc_major >= 9 ? CNC_MAX_CLUSTER : 0};
+                                 .max_cluster = dev->cc_major >= 9 ? CNC_MAX_CLUSTER : 0,
+                                 .l2_bytes = (int64_t)dev->l2_bytes};
         const size_t budget = cd.optin < cd.smem_per_sm - cd.reserved ? cd.optin : cd.smem_per_sm - cd.reserved;
-        if (!frost__cnorm_choose_cluster(&sh, &cd, &pl->geo) && !frost__cnorm_choose_geometry(&sh, &cd, stats, &pl->geo)) {
+        const int streamable = stats && !p->backward && p->phase == FROST_NORM_TRAINING;
+        if (!frost__cnorm_choose_cluster(&sh, &cd, &pl->geo) &&
+            !(streamable && frost__cnorm_choose_stream(&sh, &cd, &pl->geo)) &&
+            !frost__cnorm_choose_geometry(&sh, &cd, stats, &pl->geo)) {
             frost__buf_printf(why, "cuda %s keeps at least %d rows of %lld channels (one %s) in shared memory: %zu "
                                    "bytes, more than the %zu this device allows per block",
                               kind_label[p->kind], CNORM_ROW_ALIGN, (long long)sh.cw_unit,
@@ -322,7 +336,8 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
     pl->use[ENTRY_DPARAMS] = want_dparams && (p->kind != FROST__CNORM_BATCH || pl->empty) && p->c > 0;
     for (int e = 0; e < NUM_ENTRIES; e++)
         if (pl->use[e])
-            fill_key(&pl->keys[e], p->backward, e, pl->dtype, pl->kind, nhwc, pl->geo.blocks, pl->geo.cluster);
+            fill_key(&pl->keys[e], p->backward, e, pl->dtype, pl->kind, nhwc, pl->geo.blocks,
+                     pl->geo.stream ? -1 : pl->geo.cluster);
     fill_params(p, pl);
     plan_workspace(pl);
     pl->grid_finalize = (unsigned)frost__cnorm_ceil_div(pl->geo.num_segments * pl->geo.sets, CNORM_WARPS);
@@ -356,6 +371,19 @@ static frost_status cnorm_build(const frost_context *ctx, const frost__node *n, 
                                            "allows %zu", pl->geo.smem, k->dyn_smem_set);
     if (pl->geo.cluster) { /* one block per tile; the hardware places whole clusters */
         pl->grid_main = (unsigned)pl->geo.num_tiles;
+        return FROST_OK;
+    }
+    if (pl->geo.stream) { /* k_tiles blocks, all resident: the geometry counted CNS_MIN_BLOCKS per SM */
+        const int sregs = k->attrs.registers > 0 ? (k->attrs.registers + 7) / 8 * 8 : 128;
+        const int64_t fit_regs = 65536 / (sregs * CNC_THREADS),
+                      fit_smem = (int64_t)(dev->smem_per_sm / (pl->geo.smem + SMEM_RESERVED));
+        const int64_t fit = fit_regs < fit_smem ? fit_regs : fit_smem;
+        if (fit * dev->sm_count < pl->geo.k_tiles)
+            return frost__fail(FROST_INTERNAL, "cuda BatchNorm stream kernel: %lld blocks must be resident, the "
+                                               "device holds %lld (%d registers, %zu B shared memory)",
+                               (long long)pl->geo.k_tiles, (long long)(fit * dev->sm_count), k->attrs.registers,
+                               pl->geo.smem);
+        pl->grid_main = (unsigned)pl->geo.k_tiles;
         return FROST_OK;
     }
     /* blocks per SM: what registers and shared memory allow, up to the geometry's count for
@@ -437,8 +465,8 @@ static frost_status cnorm_execute(const frost_context *ctx, const frost__node *n
         k.mode = pl->use[ENTRY_FINALIZE] ? CNORM_MODE_STATS
                  : (k.flags & CNORM_F_RUNNING) ? CNORM_MODE_APPLY
                                                : CNORM_MODE_RESIDENT;
-        s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, pl->geo.cluster ? CNC_THREADS : CNORM_THREADS,
-                   pl->geo.smem, &k, stream);
+        s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main,
+                   pl->geo.cluster || pl->geo.stream ? CNC_THREADS : CNORM_THREADS, pl->geo.smem, &k, stream);
     }
     if (s == FROST_OK && pl->use[ENTRY_FINALIZE]) {
         s = launch(ctx, pl->kernels[ENTRY_FINALIZE], pl->grid_finalize, CNORM_THREADS, 0, &k, stream);
@@ -469,6 +497,15 @@ static void cnorm_describe(const void *plan, frost__buf *out)
         if (pl->use[ENTRY_DPARAMS])
             frost__buf_printf(out, "; d_scale / d_bias summed per channel by %s in fixed order",
                               pl->keys[ENTRY_DPARAMS].entry);
+        return;
+    }
+    if (geo->stream) {
+        frost__buf_printf(out, "; NHWC, %lld windows of %lld channels, each cut into %lld tiles of %lld rows, one per "
+                               "block of a resident grid of %u x %d; per window: statistics (x from HBM, kept in L2), "
+                               "a fixed-order merge by the last block (deterministic), then a second read of x from "
+                               "L2 while the next window's statistics run",
+                          (long long)geo->windows, (long long)geo->cw, (long long)geo->k_tiles, (long long)geo->rows,
+                          pl->grid_main, CNC_THREADS);
         return;
     }
     frost__buf_printf(out, "; %s tiles of %lld rows x %lld channels (%zu B shared memory, %s units), %lld segments x "
@@ -540,5 +577,11 @@ int frost__cnorm_cuda_keys(frost__kernel_key *keys, int cap)
                         fill_key(&keys[count], backward, ENTRY_MAIN, dtypes[d], kind, 1, 1, cluster);
                     count++;
                 }
+    /* the stream path: BatchNorm training forward, NHWC */
+    for (size_t d = 0; d < FROST__ARRAY_SIZE(dtypes); d++) {
+        if (count < cap)
+            fill_key(&keys[count], 0, ENTRY_MAIN, dtypes[d], FROST__CNORM_BATCH, 1, 1, -1);
+        count++;
+    }
     return count;
 }

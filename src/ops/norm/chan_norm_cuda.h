@@ -23,6 +23,7 @@ typedef struct cnorm_device {
     int64_t sms;
     size_t smem_per_sm, optin, reserved; /* shared memory per SM, per block (opt-in), per block taken */
     int64_t max_cluster;                 /* blocks per thread-block cluster (sm_90: 8), 0 without clusters */
+    int64_t l2_bytes;
 } cnorm_device;
 
 typedef struct cnorm_geometry {
@@ -30,6 +31,7 @@ typedef struct cnorm_geometry {
     int64_t blocks;  /* resident blocks per SM; a wave is one tile per block */
     int resident;    /* one HBM pass; else statistics, finalize, apply */
     int64_t cluster; /* > 0: the cluster path, a segment's k_tiles = cluster tiles in one cluster */
+    int stream;      /* the stream path: one tile of every window per block, the grid k_tiles blocks */
     size_t smem;
 } cnorm_geometry;
 
@@ -59,5 +61,9 @@ int frost__cnorm_choose_geometry(const cnorm_shape *s, const cnorm_device *dev, 
 /* The cluster path's tiling (chan_norm_cluster.cu) when the problem and device allow it
  * and it fills the device: returns 1 with *out set, else 0 (then choose_geometry). */
 int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, cnorm_geometry *out);
+
+/* The stream path's tiling (chan_norm_stream.cu: BatchNorm training forward, NHWC 16-byte
+ * units) when the problem allows it: returns 1 with *out set, else 0. */
+int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cnorm_geometry *out);
 
 #endif /* FROST_OPS_CHAN_NORM_CUDA_H */

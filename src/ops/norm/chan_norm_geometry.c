@@ -278,3 +278,59 @@ int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, c
                 return forced || out->num_tiles >= dev->sms;
     return 0;
 }
+
+/* ---- the stream path ---------------------------------------------------------------------
+ * BatchNorm training forward on NHWC 16-byte units (chan_norm_stream.cu): a persistent grid
+ * of CNS_MIN_BLOCKS blocks per SM, each owning `rows` rows of every window.  The window: the
+ * narrowest whose pixel run is a whole 128-byte line (C itself when C is narrower), then
+ * narrower runs down to 32 bytes, the first whose x fits a third of L2 (the kernel keeps
+ * about two windows of x there, beside the y lines in flight).  FROST_CNORM_STREAM = 0
+ * turns the path off. */
+int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cnorm_geometry *out)
+{
+    const char *env = getenv("FROST_CNORM_STREAM");
+    const int64_t window = env_int("FROST_CNORM_WINDOW", 1, INT32_MAX), vec = 16 / s->esize;
+    const int64_t rows_all = s->n * s->hw;
+    if ((env && env[0] == '0' && !env[1]) || s->kind != FROST__CNORM_BATCH || !s->nhwc || !s->vec_layout ||
+        s->tensors != 1 || rows_all * s->c == 0 || dev->l2_bytes <= 0)
+        return 0;
+    int64_t widths[MAX_WIDTHS], order[MAX_WIDTHS];
+    const int total = divisors(s->c, widths);
+    int count = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < total; i++) {
+            const int64_t cw = widths[pass == 0 ? i : total - 1 - i];
+            const int wide = cw * s->esize >= 128 || cw == s->c;
+            if (cw % s->cw_unit != 0 || cw / vec > CNC_THREADS || cw * s->esize < 32 || (window && cw != window) ||
+                wide != (pass == 0))
+                continue;
+            order[count++] = cw;
+        }
+    const size_t per_sm = dev->smem_per_sm / CNS_MIN_BLOCKS - dev->reserved;
+    for (int i = 0; i < count; i++) {
+        const int64_t cw = order[i];
+        const size_t smem = (size_t)CNS_SMEM_BYTES(cw, cw / vec);
+        if (rows_all * cw * s->esize > dev->l2_bytes / 3 || smem > per_sm || smem > dev->optin)
+            continue;
+        memset(out, 0, sizeof *out);
+        const int64_t slots = dev->sms * CNS_MIN_BLOCKS;
+        const int64_t grid = slots < frost__cnorm_ceil_div(rows_all, CNORM_ROW_ALIGN)
+                                 ? slots
+                                 : frost__cnorm_ceil_div(rows_all, CNORM_ROW_ALIGN);
+        out->cw = cw;
+        out->sets = cw;
+        out->windows = s->c / cw;
+        out->rows = frost__cnorm_ceil_div(rows_all, grid);
+        out->seg_rows = rows_all;
+        out->k_tiles = frost__cnorm_ceil_div(rows_all, out->rows);
+        out->num_segments = out->windows;
+        out->num_tiles = out->windows * out->k_tiles;
+        out->waves = out->windows;
+        out->blocks = CNS_MIN_BLOCKS;
+        out->resident = 1;
+        out->stream = 1;
+        out->smem = smem;
+        return 1;
+    }
+    return 0;
+}

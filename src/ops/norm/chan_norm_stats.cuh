@@ -410,4 +410,31 @@ FROST_DEVICE void cn_wait_final(const cnorm_params *p, int seg)
     __syncthreads();
 }
 
+/* ---- forward set outputs ------------------------------------------------------------- */
+/* The outputs only a set's finalizer writes: saved statistics and running statistics. */
+FROST_DEVICE void fwd_set_outputs(const cnorm_params *p, int n, int c0, int j, float mean, float var, float rstd)
+{
+    if (p->mean)
+        p->mean[cn_stat_index(p, n, c0, j, p->mean_sn, p->mean_ss)] = mean;
+    if (p->inv_std)
+        p->inv_std[cn_stat_index(p, n, c0, j, p->inv_sn, p->inv_ss)] = rstd;
+#if defined(KIND_BATCH)
+    if (p->flags & CNORM_F_UPDATE_RUNNING) {
+        const int64_t c = c0 + j;
+        float *rm = p->running_mean + c * p->rmean_sc, *rv = p->running_var + c * p->rvar_sc;
+        *rm = (1.0f - p->momentum) * *rm + p->momentum * mean;
+        *rv = (1.0f - p->momentum) * *rv + p->momentum * (var * p->unbias);
+    }
+#endif
+}
+
+/* Merged statistics of a set -> mean, rstd (and the one-writer outputs). */
+FROST_DEVICE void fwd_finish_set(const cnorm_params *p, int n, int c0, int j, cnorm_stat st, float *mean, float *rstd)
+{
+    const float var = st.m2 * p->inv_m;
+    *mean = st.mean;
+    *rstd = rsqrtf(var + p->eps);
+    fwd_set_outputs(p, n, c0, j, *mean, var, *rstd);
+}
+
 #endif /* FROST_CHAN_NORM_STATS_CUH */

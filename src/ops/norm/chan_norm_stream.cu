@@ -1,0 +1,307 @@
+/*
+ * chan_norm_stream.cu — BatchNorm training forward for NHWC tensors on the 16-byte vector
+ * path: a persistent grid streams x through L2, one channel window at a time.
+ *
+ * Why.  A BatchNorm set is a channel over the whole batch, so a window of channels is
+ * tens of megabytes (32x512x64x64 bf16, 64 channels: 16 MB) and cannot stay in shared
+ * memory while its statistics are gathered; the general kernels either wait for an
+ * exchange across every SM per window or read x twice from HBM (chan_norm_fwd.cu's
+ * fallback).  A window does fit the H200's L2 (60 MB) a few times over.  So each block
+ * owns `rows` rows of every window: it reads its rows of window s once from HBM and
+ * takes per-channel sums in registers, publishes per-channel records and arrives at the
+ * window's counter (the workspace exchange of chan_norm_stats.cuh: the last arrival merges
+ * the records in tile order, writes mean / inv_std, the saved statistics and the running
+ * ones, and releases the others), then reads its rows of window s + 1 the same way, and
+ * only then waits for window s's statistics and normalizes its rows of window s, reading
+ * them a second time from L2 (an evict-last hint on the first read, evict-first on the
+ * second) and writing y.  HBM sees x once and y once; the wait for a window's merge is
+ * covered by the next window's reads.  L2 holds about two windows of x and the y lines
+ * in flight; the host keeps a window under a third of L2.
+ *
+ * Deadlock-free because every block is resident (the host launches no more blocks than
+ * the device holds at once, and checks it) and a block's waits are for windows whose
+ * records every block publishes before it waits for anything later.
+ *
+ * Entry point: cnorm_stream_fwd_kernel.  Keys: DTYPE_*, KIND_BATCH, LAYOUT_NHWC.
+ * params.prefetch = CNORM_PREFETCH_NONE turns the L2 hints off (FROST_CNORM_PREFETCH=2).
+ */
+#include "chan_norm_units.cuh"
+
+#if !defined(LAYOUT_NHWC) || !defined(KIND_BATCH)
+#error "the stream path is BatchNorm on NHWC tensors"
+#endif
+
+#define CS_BATCH 8 /* loads in flight per thread */
+
+/* L2 policies: keep the first read of x for the second, drop the second. */
+FROST_DEVICE uint64_t cs_policy(bool last)
+{
+    uint64_t pol;
+    if (last)
+        asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+    else
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    return pol;
+}
+
+FROST_DEVICE void cs_ld(uint32_t r[4], const void *g, bool hint, uint64_t pol)
+{
+    if (hint)
+        asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "l"(g), "l"(pol));
+    else
+        asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "l"(g));
+}
+
+/* A thread's row cursor in x or y: rows advance by `per`; crossing samples adds the gap
+ * between the end of a sample and the next one's start (n stride sn). */
+typedef struct cs_cursor {
+    const frost_io *g;
+    int px;
+} cs_cursor;
+
+FROST_DEVICE cs_cursor cs_begin(const cnorm_params *p, const cnorm_tile *tl, const cc_map *w, const void *base,
+                                int64_t sn)
+{
+    cs_cursor c;
+    const int q = tl->q0 + w->r0, n = q / p->hw;
+    c.px = q - n * p->hw;
+    c.g = (const frost_io *)base + (int64_t)n * sn + (int64_t)c.px * p->c + tl->c0 + w->u * CN_VEC;
+    return c;
+}
+
+FROST_DEVICE void cs_advance(const cnorm_params *p, const cc_map *w, int64_t sn, cs_cursor *c)
+{
+    c->g += (int64_t)w->per * p->c;
+    c->px += w->per;
+    if (c->px >= p->hw) {
+        const int samples = c->px / p->hw;
+        c->px -= samples * p->hw;
+        c->g += samples * (sn - (int64_t)p->hw * p->c);
+    }
+}
+
+/* Shared memory: the reduction's scratch, per channel the tile's sums and shifts and the
+ * coefficients, the scale and bias of the two windows in flight, the arrival flag
+ * (CNS_SMEM_BYTES, chan_norm_kernel.cuh). */
+typedef struct cs_smem {
+    float *scratch;
+    float *s1, *s2, *shift, *coef_a, *coef_b; /* [cw] */
+    float *wb;                                /* [2 windows][w_eff, bias][cw] */
+    int *flag;
+} cs_smem;
+
+FROST_DEVICE void cs_carve(const cnorm_params *p, unsigned char *base, cs_smem *m)
+{
+    const int cw = p->cw;
+    m->scratch = (float *)base;
+    float *f = m->scratch + 2 * cw * CNC_PHASES(cw / CN_VEC);
+    m->s1 = f;
+    m->s2 = f + cw;
+    m->shift = f + 2 * cw;
+    m->coef_a = f + 3 * cw;
+    m->coef_b = f + 4 * cw;
+    m->wb = f + 5 * cw;
+    m->flag = (int *)(f + 9 * cw);
+}
+
+/* One 16-byte unit of x as floats: the vector load (with the L2 policy when hinted), or
+ * element by element when a base is misaligned. */
+FROST_DEVICE void cs_unit(const cnorm_params *p, const frost_io *g, float v[CN_VEC], bool hint, uint64_t pol)
+{
+    if (p->vec_ok) {
+        uint32_t q[4];
+        cs_ld(q, g, hint, pol);
+        cn_unpack(q, v);
+    } else {
+#pragma unroll
+        for (int k = 0; k < CN_VEC; k++)
+            v[k] = frost_to_float(g[k]);
+    }
+}
+
+FROST_DEVICE void cs_acc(const float x[CN_VEC], const float s[CN_VEC], float a[CN_VEC], float b[CN_VEC])
+{
+#pragma unroll
+    for (int k = 0; k < CN_VEC; k++) {
+        const float d = x[k] - s[k];
+        a[k] += d;
+        b[k] = fmaf(d, d, b[k]);
+    }
+}
+
+/* This block's scale and bias of tile tl's window into wb[par] (read while x streams). */
+FROST_DEVICE void cs_params(const cnorm_params *p, const cnorm_tile *tl, const cs_smem *m, int par)
+{
+    float *wb = m->wb + par * 2 * p->cw;
+    for (int cl = threadIdx.x; cl < p->cw; cl += CNC_THREADS) {
+        const int c = tl->c0 + cl;
+        wb[cl] = cn_weight(p, c);
+        wb[p->cw + cl] = p->bias_dt != FROST_DT_NONE ? cn_param(p->bias, (int64_t)c * p->bias_sc, p->bias_dt) : 0.0f;
+    }
+}
+
+/* Tile t's rows: per-channel sums about the tile's first row into s1, s2, shift; then the
+ * records, the arrival, and for the last arrival the window's merge. */
+FROST_DEVICE void cs_stats(const cnorm_params *p, const cnorm_tile *tl, int t, const cc_map *w, const cs_smem *m,
+                           uint64_t keep)
+{
+    const bool hint = p->prefetch != CNORM_PREFETCH_NONE;
+    float s[CN_VEC], a[CN_VEC], b[CN_VEC];
+#pragma unroll
+    for (int k = 0; k < CN_VEC; k++)
+        s[k] = a[k] = b[k] = 0.0f;
+    if (w->r0 < w->per && tl->nq > 0) {
+        cc_map w0 = *w;
+        w0.r0 = 0;
+        cs_unit(p, cs_begin(p, tl, &w0, p->x, p->x_sn).g, s, false, keep);
+        cs_cursor c = cs_begin(p, tl, w, p->x, p->x_sn);
+        int r = w->r0;
+        if (p->vec_ok)
+            for (; r + (CS_BATCH - 1) * w->per < tl->nq; r += CS_BATCH * w->per) {
+                uint32_t v[CS_BATCH][4];
+#pragma unroll
+                for (int i = 0; i < CS_BATCH; i++) {
+                    cs_ld(v[i], c.g, hint, keep);
+                    cs_advance(p, w, p->x_sn, &c);
+                }
+#pragma unroll
+                for (int i = 0; i < CS_BATCH; i++) {
+                    float x[CN_VEC];
+                    cn_unpack(v[i], x);
+                    cs_acc(x, s, a, b);
+                }
+            }
+        for (; r < tl->nq; r += w->per) {
+            float x[CN_VEC];
+            cs_unit(p, c.g, x, hint, keep);
+            cs_advance(p, w, p->x_sn, &c);
+            cs_acc(x, s, a, b);
+        }
+        if (w->r0 == 0)
+#pragma unroll
+            for (int k = 0; k < CN_VEC; k++)
+                m->shift[w->u * CN_VEC + k] = s[k];
+    }
+    cc_reduce(p, w, a, b, m->s1, m->s2, m->scratch);
+    const float n = (float)tl->nq, inv_n = tl->nq > 0 ? 1.0f / n : 0.0f;
+    for (int cl = threadIdx.x; cl < p->cw; cl += CNC_THREADS) {
+        cnorm_stat st = cn_stat_zero();
+        if (tl->nq > 0) {
+            const float s1 = m->s1[cl];
+            st.count = n;
+            st.mean = fmaf(s1, inv_n, m->shift[cl]);
+            st.m2 = fmaxf(fmaf(-s1 * inv_n, s1, m->s2[cl]), 0.0f);
+        }
+        cn_store_part(p, t, cl, st, CNORM_PART_FLOATS_FWD);
+    }
+    if (cn_arrive(p, tl->seg, m->flag)) {
+        int lanes = 1;
+        while (lanes < 32 && lanes * 2 * p->sets <= CNC_THREADS)
+            lanes *= 2;
+        for (int base = 0; base < p->sets * lanes; base += CNC_THREADS) {
+            const int j = (base + (int)threadIdx.x) / lanes;
+            const cnorm_stat st = cn_merge_set(p, tl->seg, j, CNORM_PART_FLOATS_FWD, lanes);
+            if (j < p->sets && (threadIdx.x & (lanes - 1)) == 0) {
+                float mean, rstd;
+                fwd_finish_set(p, 0, tl->c0, j, st, &mean, &rstd);
+                cn_st_v4(cn_final(p, tl->seg, j), mean, rstd, 0.0f, 0.0f);
+            }
+        }
+        cn_release(p, tl->seg);
+    }
+}
+
+/* y for tile tl's rows, once its window's statistics are out: x read again (from L2). */
+FROST_DEVICE void cs_apply(const cnorm_params *p, const cnorm_tile *tl, const cc_map *w, const cs_smem *m, int par,
+                           uint64_t drop)
+{
+    const bool hint = p->prefetch != CNORM_PREFETCH_NONE;
+    cn_wait_final(p, tl->seg);
+    const float *wb = m->wb + par * 2 * p->cw;
+    for (int cl = threadIdx.x; cl < p->cw; cl += CNC_THREADS) {
+        float f[4];
+        cn_ld_cg_v4(f, cn_final(p, tl->seg, cl));
+        const float a = f[1] * wb[cl];
+        m->coef_a[cl] = a;
+        m->coef_b[cl] = fmaf(-f[0], a, wb[p->cw + cl]);
+    }
+    __syncthreads();
+    if (w->r0 >= w->per || tl->nq <= 0)
+        return;
+    float a[CN_VEC], b[CN_VEC];
+#pragma unroll
+    for (int k = 0; k < CN_VEC; k++) {
+        a[k] = m->coef_a[w->u * CN_VEC + k];
+        b[k] = m->coef_b[w->u * CN_VEC + k];
+    }
+    cs_cursor cx = cs_begin(p, tl, w, p->x, p->x_sn), cy = cs_begin(p, tl, w, p->out, p->out_sn);
+    int r = w->r0;
+    if (p->vec_ok)
+        for (; r + (CS_BATCH - 1) * w->per < tl->nq; r += CS_BATCH * w->per) {
+            uint32_t v[CS_BATCH][4];
+#pragma unroll
+            for (int i = 0; i < CS_BATCH; i++) {
+                cs_ld(v[i], cx.g, hint, drop);
+                cs_advance(p, w, p->x_sn, &cx);
+            }
+#pragma unroll
+            for (int i = 0; i < CS_BATCH; i++) {
+                float x[CN_VEC];
+                cn_unpack(v[i], x);
+#pragma unroll
+                for (int k = 0; k < CN_VEC; k++)
+                    x[k] = fmaf(x[k], a[k], b[k]);
+                cn_pack(v[i], x);
+                cn_st_stream_v4((void *)cy.g, v[i]);
+                cs_advance(p, w, p->out_sn, &cy);
+            }
+        }
+    for (; r < tl->nq; r += w->per) {
+        float x[CN_VEC];
+        cs_unit(p, cx.g, x, hint, drop);
+        cs_advance(p, w, p->x_sn, &cx);
+#pragma unroll
+        for (int k = 0; k < CN_VEC; k++)
+            x[k] = fmaf(x[k], a[k], b[k]);
+        frost_io *g = (frost_io *)cy.g;
+        if (p->vec_ok) {
+            uint32_t q[4];
+            cn_pack(q, x);
+            cn_st_stream_v4(g, q);
+        } else {
+#pragma unroll
+            for (int k = 0; k < CN_VEC; k++)
+                g[k] = frost_from_float(x[k]);
+        }
+        cs_advance(p, w, p->out_sn, &cy);
+    }
+}
+
+/* Block b owns tile b of every window (the grid is k_tiles blocks, all resident): the
+ * statistics of window s, then the output of window s - 1. */
+extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
+    cnorm_stream_fwd_kernel(const __grid_constant__ cnorm_params p)
+{
+    extern __shared__ uint4 cnorm_smem[];
+    cs_smem m;
+    cs_carve(&p, (unsigned char *)cnorm_smem, &m);
+    const cc_map w = cc_map_make(&p);
+    const uint64_t keep = cs_policy(true), drop = cs_policy(false);
+    for (int s = 0; s <= p.windows; s++) {
+        if (s < p.windows) {
+            const int t = s * p.k_tiles + (int)blockIdx.x;
+            const cnorm_tile tl = cn_tile(&p, t);
+            cs_params(&p, &tl, &m, s & 1);
+            cs_stats(&p, &tl, t, &w, &m, keep);
+        }
+        if (s > 0) {
+            const cnorm_tile tl = cn_tile(&p, (s - 1) * p.k_tiles + (int)blockIdx.x);
+            cs_apply(&p, &tl, &w, &m, (s - 1) & 1, drop);
+        }
+        __syncthreads(); /* shift, sums and coefficients are reused */
+    }
+}

@@ -1,0 +1,68 @@
+/*
+ * chan_norm_units.cuh — what the channel-norm kernels of CNC_THREADS-thread blocks share
+ * (chan_norm_cluster.cu, chan_norm_stream.cu): a thread's 16-byte column unit of the
+ * window and its rows, and the per-channel reduction over the block.  NHWC only.
+ */
+#ifndef FROST_CHAN_NORM_UNITS_CUH
+#define FROST_CHAN_NORM_UNITS_CUH
+
+#include "chan_norm_stats.cuh"
+
+/* A thread owns one 16-byte column unit u of the window (CN_VEC channels) and the rows
+ * r0, r0 + per, ... of a tile. */
+typedef struct cc_map {
+    int units, per, u, r0; /* r0 >= per: no unit (only when units does not divide the block) */
+} cc_map;
+
+FROST_DEVICE cc_map cc_map_make(const cnorm_params *p)
+{
+    cc_map w;
+    w.units = p->cw / CN_VEC;
+    w.per = CNC_THREADS / w.units;
+    w.u = threadIdx.x % w.units;
+    w.r0 = threadIdx.x / w.units;
+    return w;
+}
+
+/* Per-channel totals over the block of the thread's a[], b[] (its unit's CN_VEC channels)
+ * into outa[cw], outb[cw]: lanes of one unit fold in the warp when units divides 32, then
+ * the phases add in order in shared memory.  Fixed order: deterministic. */
+FROST_DEVICE void cc_reduce(const cnorm_params *p, const cc_map *w, float a[CN_VEC], float b[CN_VEC], float *outa,
+                            float *outb, float *scratch)
+{
+    const int tid = threadIdx.x, cw = p->cw, units = w->units;
+    const bool fold = units <= 32 && 32 % units == 0;
+    const int phases = CNC_PHASES(units);
+    float *row = 0;
+    if (fold) {
+        for (int m = units; m < 32; m <<= 1)
+#pragma unroll
+            for (int k = 0; k < CN_VEC; k++) {
+                a[k] += __shfl_xor_sync(0xffffffffu, a[k], m);
+                b[k] += __shfl_xor_sync(0xffffffffu, b[k], m);
+            }
+        if ((tid & 31) < units)
+            row = scratch + (tid / 32) * 2 * cw;
+    } else if (w->r0 < w->per) {
+        row = scratch + w->r0 * 2 * cw;
+    }
+    if (row)
+#pragma unroll
+        for (int k = 0; k < CN_VEC; k++) {
+            row[w->u * CN_VEC + k] = a[k];
+            row[cw + w->u * CN_VEC + k] = b[k];
+        }
+    __syncthreads();
+    for (int i = tid; i < 2 * cw; i += CNC_THREADS) {
+        float s = 0.0f;
+        for (int ph = 0; ph < phases; ph++)
+            s += scratch[ph * 2 * cw + i];
+        if (i < cw)
+            outa[i] = s;
+        else
+            outb[i - cw] = s;
+    }
+    __syncthreads();
+}
+
+#endif /* FROST_CHAN_NORM_UNITS_CUH */
