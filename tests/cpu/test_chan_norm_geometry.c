@@ -200,7 +200,7 @@ static const cluster_case stream_cases[] = {
     {"bn fwd f32 C 16: the whole C (64-byte runs)", BN, 1, 1, 4, 16, 64, 0, 4, NULL, 16, 32},
     {"bn fwd 512K rows: 32-byte windows fit a third of L2", BN, 1, 1, 128, 64, 4096, 0, 2, NULL, 16, 264},
     {"bn fwd 4M rows: no window fits", BN, 1, 1, 1024, 64, 4096, 0, 2, NULL, 0, 0},
-    {"bn bwd: not this path", BN, 1, 2, 32, 512, 4096, 0, 2, NULL, 0, 0},
+    {"bn bwd 32x512x64x64: 32 channels (x and dy in a third of L2)", BN, 1, 2, 32, 512, 4096, 0, 2, NULL, 32, 264},
     {"bn nchw: not this path", BN, 0, 1, 32, 512, 4096, 0, 2, NULL, 0, 0},
     {"gn: not this path", GN, 1, 1, 32, 512, 4096, 32, 2, NULL, 0, 0},
     {"FROST_CNORM_STREAM=0 turns it off", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=0", 0, 0},
@@ -246,8 +246,9 @@ static void run_stream_case(int index, const cluster_case *c)
         geo.k_tiles > dev.sms * CNS_MIN_BLOCKS)
         tu_failf("%lld rows x %lld tiles do not cut %lld rows over the resident blocks", (long long)geo.rows,
                  (long long)geo.k_tiles, (long long)rows_all);
-    if (rows_all * geo.cw * c->esize > dev.l2_bytes / 3)
-        tu_failf("a window of %lld bytes, more than a third of L2", (long long)(rows_all * geo.cw * c->esize));
+    if (rows_all * geo.cw * c->esize * c->tensors > dev.l2_bytes / 3)
+        tu_failf("a window of %lld bytes, more than a third of L2",
+                 (long long)(rows_all * geo.cw * c->esize * c->tensors));
     if (geo.smem != (size_t)CNS_SMEM_BYTES(geo.cw, geo.cw / vec) || geo.num_tiles != geo.windows * geo.k_tiles)
         tu_failf("%zu bytes of shared memory, %lld tiles", geo.smem, (long long)geo.num_tiles);
 }

@@ -42,8 +42,9 @@
  * saved, half-saved and recomputed statistics, inference, sample gaps), chosen by the
  * tiling, and turned off (random cases force it too; it applies to NHWC GroupNorm /
  * InstanceNorm on 16-byte units); BatchNorm's stream path (chan_norm_stream.cu, NHWC
- * training forward: every such case above takes it) with odd row counts, sample gaps, a
- * misaligned base, three windows, and turned off (FROST_CNORM_STREAM=0), then
+ * training forward and backward with both saved statistics: every such case above takes
+ * it) with odd row counts, sample gaps, a misaligned base, three windows, and turned off
+ * (FROST_CNORM_STREAM=0), then
  * seeded random cases, then the selector's refusals.  FROST_TEST_SMALL=1 runs only the
  * cases marked small (for compute-sanitizer).  FROST_TEST_SEED / FROST_TEST_CASE rerun one.
  */

@@ -101,6 +101,14 @@ FROST_DEVICE unsigned cc_rank(void)
 }
 #endif
 
+/* Compiled for an older architecture (frost-precompile's cover of sm_80), the kernels keep
+ * no cluster shape and trap. */
+#if __CUDA_ARCH__ >= 900
+#define CC_CLUSTER_DIMS __cluster_dims__(CLUSTER, 1, 1)
+#else
+#define CC_CLUSTER_DIMS
+#endif
+
 FROST_DEVICE void cc_cluster_sync(void)
 {
     cc_cluster_arrive();
@@ -235,7 +243,7 @@ FROST_DEVICE void cc_stats(const cnorm_params *p, const cnorm_tile *tl, const cc
 }
 
 /* ---- forward ---------------------------------------------------------------------------- */
-extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(CNC_THREADS, 3)
+extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
     cnorm_cluster_fwd_kernel(const __grid_constant__ cnorm_params p)
 {
     extern __shared__ uint4 cnorm_smem[];
@@ -296,7 +304,7 @@ extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(CNC
 }
 
 /* ---- backward --------------------------------------------------------------------------- */
-extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(CNC_THREADS, 3)
+extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
     cnorm_cluster_bwd_kernel(const __grid_constant__ cnorm_params p)
 {
     extern __shared__ uint4 cnorm_smem[];

@@ -32,13 +32,14 @@
  * distributed shared memory, one block per tile, no workspace exchange.  A base that turns
  * out misaligned at execute takes the kernel's element-by-element loads and stores.
  *
- * The stream path (chan_norm_stream.cu): BatchNorm training forward on NHWC 16-byte units
- * when a channel window fits a third of L2: a resident grid reads each window once from
- * HBM for the statistics and again from L2 for the output.
+ * The stream path (chan_norm_stream.cu): BatchNorm training forward, and backward with both
+ * saved statistics, on NHWC 16-byte units when a channel window fits a third of L2: a
+ * resident grid reads each window once from HBM for the sums and again from L2 for the
+ * output.
  *
  * Kernel keys: DTYPE_F32|F16|BF16, KIND_GROUP|INSTANCE|BATCH, LAYOUT_NCHW|NHWC, per entry
  * point (main, finalize, dparams): 90 keys; the cluster path's main kernels add CLUSTER =
- * 1, 2, 4, 8 (48 keys), the stream path one per dtype (3); all listed by
+ * 1, 2, 4, 8 (48 keys), the stream path one per dtype and direction (6); all listed by
  * frost__cnorm_cuda_keys.
  */
 #include <stdint.h>
@@ -140,7 +141,7 @@ static void fill_key(frost__kernel_key *k, int backward, int entry, frost_dtype 
 {
     const int clustered = entry == ENTRY_MAIN && cluster > 0, streamed = entry == ENTRY_MAIN && cluster < 0;
     if (streamed)
-        frost__key_init(k, STREAM_SOURCE, "cnorm_stream_fwd_kernel");
+        frost__key_init(k, STREAM_SOURCE, backward ? "cnorm_stream_bwd_kernel" : "cnorm_stream_fwd_kernel");
     else
         frost__key_init(k, clustered ? CLUSTER_SOURCE : backward ? BWD_SOURCE : FWD_SOURCE,
                         clustered ? cluster_entry[backward] : entry_names[backward][entry]);
@@ -312,7 +313,9 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
                                  .max_cluster = dev->cc_major >= 9 ? CNC_MAX_CLUSTER : 0,
                                  .l2_bytes = (int64_t)dev->l2_bytes};
         const size_t budget = cd.optin < cd.smem_per_sm - cd.reserved ? cd.optin : cd.smem_per_sm - cd.reserved;
-        const int streamable = stats && !p->backward && p->phase == FROST_NORM_TRAINING;
+        /* the stream path: the training forward, or a backward with both saved statistics */
+        const int streamable = p->backward ? p->slot[FROST__CNORM_MEAN].present && p->slot[FROST__CNORM_INV_STD].present
+                                           : p->phase == FROST_NORM_TRAINING;
         if (!frost__cnorm_choose_cluster(&sh, &cd, &pl->geo) &&
             !(streamable && frost__cnorm_choose_stream(&sh, &cd, &pl->geo)) &&
             !frost__cnorm_choose_geometry(&sh, &cd, stats, &pl->geo)) {
@@ -501,11 +504,12 @@ static void cnorm_describe(const void *plan, frost__buf *out)
     }
     if (geo->stream) {
         frost__buf_printf(out, "; NHWC, %lld windows of %lld channels, each cut into %lld tiles of %lld rows, one per "
-                               "block of a resident grid of %u x %d; per window: statistics (x from HBM, kept in L2), "
-                               "a fixed-order merge by the last block (deterministic), then a second read of x from "
-                               "L2 while the next window's statistics run",
+                               "block of a resident grid of %u x %d; per window: %s (x%s from HBM, kept in L2), a "
+                               "fixed-order merge by the last block (deterministic), then a second read of x%s from L2 "
+                               "while the next window's sums run",
                           (long long)geo->windows, (long long)geo->cw, (long long)geo->k_tiles, (long long)geo->rows,
-                          pl->grid_main, CNC_THREADS);
+                          pl->grid_main, CNC_THREADS, pl->backward ? "sum dY and sum dY (x - mean)" : "statistics",
+                          pl->backward ? " and dY" : "", pl->backward ? " and dY" : "");
         return;
     }
     frost__buf_printf(out, "; %s tiles of %lld rows x %lld channels (%zu B shared memory, %s units), %lld segments x "
@@ -577,11 +581,12 @@ int frost__cnorm_cuda_keys(frost__kernel_key *keys, int cap)
                         fill_key(&keys[count], backward, ENTRY_MAIN, dtypes[d], kind, 1, 1, cluster);
                     count++;
                 }
-    /* the stream path: BatchNorm training forward, NHWC */
-    for (size_t d = 0; d < FROST__ARRAY_SIZE(dtypes); d++) {
-        if (count < cap)
-            fill_key(&keys[count], 0, ENTRY_MAIN, dtypes[d], FROST__CNORM_BATCH, 1, 1, -1);
-        count++;
-    }
+    /* the stream path: BatchNorm, NHWC */
+    for (int backward = 0; backward < 2; backward++)
+        for (size_t d = 0; d < FROST__ARRAY_SIZE(dtypes); d++) {
+            if (count < cap)
+                fill_key(&keys[count], backward, ENTRY_MAIN, dtypes[d], FROST__CNORM_BATCH, 1, 1, -1);
+            count++;
+        }
     return count;
 }

@@ -280,19 +280,19 @@ int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, c
 }
 
 /* ---- the stream path ---------------------------------------------------------------------
- * BatchNorm training forward on NHWC 16-byte units (chan_norm_stream.cu): a persistent grid
- * of CNS_MIN_BLOCKS blocks per SM, each owning `rows` rows of every window.  The window: the
- * narrowest whose pixel run is a whole 128-byte line (C itself when C is narrower), then
- * narrower runs down to 32 bytes, the first whose x fits a third of L2 (the kernel keeps
- * about two windows of x there, beside the y lines in flight).  FROST_CNORM_STREAM = 0
- * turns the path off. */
+ * BatchNorm training forward, and backward with saved statistics (the caller decides), on
+ * NHWC 16-byte units (chan_norm_stream.cu): a persistent grid of CNS_MIN_BLOCKS blocks per
+ * SM, each owning `rows` rows of every window.  The window: the narrowest whose pixel run
+ * is a whole 128-byte line (C itself when C is narrower), then narrower runs down to 32
+ * bytes, the first whose x (and dy) fit a third of L2 (the kernel keeps about two windows
+ * there, beside the output lines in flight).  FROST_CNORM_STREAM = 0 turns the path off. */
 int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cnorm_geometry *out)
 {
     const char *env = getenv("FROST_CNORM_STREAM");
     const int64_t window = env_int("FROST_CNORM_WINDOW", 1, INT32_MAX), vec = 16 / s->esize;
     const int64_t rows_all = s->n * s->hw;
     if ((env && env[0] == '0' && !env[1]) || s->kind != FROST__CNORM_BATCH || !s->nhwc || !s->vec_layout ||
-        s->tensors != 1 || rows_all * s->c == 0 || dev->l2_bytes <= 0)
+        rows_all * s->c == 0 || dev->l2_bytes <= 0)
         return 0;
     int64_t widths[MAX_WIDTHS], order[MAX_WIDTHS];
     const int total = divisors(s->c, widths);
@@ -310,7 +310,7 @@ int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cn
     for (int i = 0; i < count; i++) {
         const int64_t cw = order[i];
         const size_t smem = (size_t)CNS_SMEM_BYTES(cw, cw / vec);
-        if (rows_all * cw * s->esize > dev->l2_bytes / 3 || smem > per_sm || smem > dev->optin)
+        if (rows_all * cw * s->esize * s->tensors > dev->l2_bytes / 3 || smem > per_sm || smem > dev->optin)
             continue;
         memset(out, 0, sizeof *out);
         const int64_t slots = dev->sms * CNS_MIN_BLOCKS;

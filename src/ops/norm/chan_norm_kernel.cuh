@@ -124,12 +124,13 @@
     ((tensors) * CNORM_ALIGN16((uint64_t)(rows) * (uint64_t)(cw) * (uint64_t)(esize)) +                             \
      4ull * (4ull * (uint64_t)(cw) + 8ull * (uint64_t)(sets) + 2ull * (uint64_t)(cw) * (uint64_t)CNC_PHASES(units)))
 
-/* The stream path (chan_norm_stream.cu: BatchNorm training forward, NHWC, 16-byte units):
- * CNC_THREADS-thread blocks, CNS_MIN_BLOCKS per SM, all resident.  Shared memory: the
- * reduction's scratch, nine per-channel float arrays and a flag. */
+/* The stream path (chan_norm_stream.cu: BatchNorm training forward and backward with saved
+ * statistics, NHWC, 16-byte units): CNC_THREADS-thread blocks, CNS_MIN_BLOCKS per SM, all
+ * resident.  Shared memory: the reduction's scratch, eleven per-channel float arrays and a
+ * flag. */
 #define CNS_MIN_BLOCKS 2
 #define CNS_SMEM_BYTES(cw, units)                                                                                  \
-    (4ull * (2ull * (uint64_t)(cw) * (uint64_t)CNC_PHASES(units) + 9ull * (uint64_t)(cw)) + 16ull)
+    (4ull * (2ull * (uint64_t)(cw) * (uint64_t)CNC_PHASES(units) + 11ull * (uint64_t)(cw)) + 16ull)
 
 typedef struct cnorm_params {
     const void *x;

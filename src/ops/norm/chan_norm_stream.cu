@@ -22,7 +22,16 @@
  * the device holds at once, and checks it) and a block's waits are for windows whose
  * records every block publishes before it waits for anything later.
  *
- * Entry point: cnorm_stream_fwd_kernel.  Keys: DTYPE_*, KIND_BATCH, LAYOUT_NHWC.
+ * The backward (cnorm_stream_bwd_kernel, with both saved statistics) runs the same
+ * schedule over x and dy: per window, per-channel sum dy and sum dy (x - mean) from the
+ * first read, merged by the last block, which also writes d_bias and d_scale; then dx from
+ * the second read,
+ *     dx = dy * (r w) - x * (r^3 w sum dy (x - mean) / M) + (mean r^3 w ... - r w sum dy / M)
+ * (chan_norm_bwd.cu's formula).  Two tensors in flight: the host keeps a window of x and
+ * dy together under a third of L2.
+ *
+ * Entry points: cnorm_stream_fwd_kernel, cnorm_stream_bwd_kernel.  Keys: DTYPE_*,
+ * KIND_BATCH, LAYOUT_NHWC.
  * params.prefetch = CNORM_PREFETCH_NONE turns the L2 hints off (FROST_CNORM_PREFETCH=2).
  */
 #include "chan_norm_units.cuh"
@@ -90,7 +99,7 @@ FROST_DEVICE void cs_advance(const cnorm_params *p, const cc_map *w, int64_t sn,
 typedef struct cs_smem {
     float *scratch;
     float *s1, *s2, *shift, *coef_a, *coef_b; /* [cw] */
-    float *wb;                                /* [2 windows][w_eff, bias][cw] */
+    float *wb; /* [2 windows][3][cw]: forward w_eff, bias; backward w_eff, mean, inv_std */
     int *flag;
 } cs_smem;
 
@@ -105,7 +114,7 @@ FROST_DEVICE void cs_carve(const cnorm_params *p, unsigned char *base, cs_smem *
     m->coef_a = f + 3 * cw;
     m->coef_b = f + 4 * cw;
     m->wb = f + 5 * cw;
-    m->flag = (int *)(f + 9 * cw);
+    m->flag = (int *)(f + 11 * cw);
 }
 
 /* One 16-byte unit of x as floats: the vector load (with the L2 policy when hinted), or
@@ -136,7 +145,7 @@ FROST_DEVICE void cs_acc(const float x[CN_VEC], const float s[CN_VEC], float a[C
 /* This block's scale and bias of tile tl's window into wb[par] (read while x streams). */
 FROST_DEVICE void cs_params(const cnorm_params *p, const cnorm_tile *tl, const cs_smem *m, int par)
 {
-    float *wb = m->wb + par * 2 * p->cw;
+    float *wb = m->wb + par * 3 * p->cw;
     for (int cl = threadIdx.x; cl < p->cw; cl += CNC_THREADS) {
         const int c = tl->c0 + cl;
         wb[cl] = cn_weight(p, c);
@@ -221,7 +230,7 @@ FROST_DEVICE void cs_apply(const cnorm_params *p, const cnorm_tile *tl, const cc
 {
     const bool hint = p->prefetch != CNORM_PREFETCH_NONE;
     cn_wait_final(p, tl->seg);
-    const float *wb = m->wb + par * 2 * p->cw;
+    const float *wb = m->wb + par * 3 * p->cw;
     for (int cl = threadIdx.x; cl < p->cw; cl += CNC_THREADS) {
         float f[4];
         cn_ld_cg_v4(f, cn_final(p, tl->seg, cl));
@@ -303,5 +312,200 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
             cs_apply(&p, &tl, &w, &m, (s - 1) & 1, drop);
         }
         __syncthreads(); /* shift, sums and coefficients are reused */
+    }
+}
+
+/* ---- backward ------------------------------------------------------------------------------ */
+/* This block's w_eff and the saved mean / inv_std of tile tl's window into wb[par]. */
+FROST_DEVICE void cs_bwd_params(const cnorm_params *p, const cnorm_tile *tl, const cs_smem *m, int par)
+{
+    float *wb = m->wb + par * 3 * p->cw;
+    for (int cl = threadIdx.x; cl < p->cw; cl += CNC_THREADS) {
+        wb[cl] = cn_weight(p, tl->c0 + cl);
+        wb[p->cw + cl] = p->mean[cn_stat_index(p, 0, tl->c0, cl, p->mean_sn, p->mean_ss)];
+        wb[2 * p->cw + cl] = p->inv_std[cn_stat_index(p, 0, tl->c0, cl, p->inv_sn, p->inv_ss)];
+    }
+}
+
+FROST_DEVICE void cs_acc_bwd(const float x[CN_VEC], const float g[CN_VEC], const float mu[CN_VEC], float a[CN_VEC],
+                             float b[CN_VEC])
+{
+#pragma unroll
+    for (int k = 0; k < CN_VEC; k++) {
+        a[k] += g[k];
+        b[k] = fmaf(g[k], x[k] - mu[k], b[k]);
+    }
+}
+
+/* Tile t's rows: per channel sum dy and sum dy (x - mean) into the workspace records, the
+ * arrival, and for the last arrival the window's merge, d_bias and d_scale. */
+FROST_DEVICE void cs_bwd_stats(const cnorm_params *p, const cnorm_tile *tl, int t, const cc_map *w, const cs_smem *m,
+                               int par, uint64_t keep)
+{
+    const bool hint = p->prefetch != CNORM_PREFETCH_NONE;
+    const float *wb = m->wb + par * 3 * p->cw;
+    __syncthreads(); /* wb[par] is in */
+    float a[CN_VEC], b[CN_VEC], mu[CN_VEC];
+#pragma unroll
+    for (int k = 0; k < CN_VEC; k++) {
+        a[k] = b[k] = 0.0f;
+        mu[k] = wb[p->cw + w->u * CN_VEC + k];
+    }
+    if (w->r0 < w->per) {
+        cs_cursor cx = cs_begin(p, tl, w, p->x, p->x_sn), cg = cs_begin(p, tl, w, p->dy, p->dy_sn);
+        int r = w->r0;
+        if (p->vec_ok)
+            for (; r + (CS_BATCH / 2 - 1) * w->per < tl->nq; r += CS_BATCH / 2 * w->per) {
+                uint32_t vx[CS_BATCH / 2][4], vg[CS_BATCH / 2][4];
+#pragma unroll
+                for (int i = 0; i < CS_BATCH / 2; i++) {
+                    cs_ld(vx[i], cx.g, hint, keep);
+                    cs_ld(vg[i], cg.g, hint, keep);
+                    cs_advance(p, w, p->x_sn, &cx);
+                    cs_advance(p, w, p->dy_sn, &cg);
+                }
+#pragma unroll
+                for (int i = 0; i < CS_BATCH / 2; i++) {
+                    float x[CN_VEC], g[CN_VEC];
+                    cn_unpack(vx[i], x);
+                    cn_unpack(vg[i], g);
+                    cs_acc_bwd(x, g, mu, a, b);
+                }
+            }
+        for (; r < tl->nq; r += w->per) {
+            float x[CN_VEC], g[CN_VEC];
+            cs_unit(p, cx.g, x, hint, keep);
+            cs_unit(p, cg.g, g, hint, keep);
+            cs_advance(p, w, p->x_sn, &cx);
+            cs_advance(p, w, p->dy_sn, &cg);
+            cs_acc_bwd(x, g, mu, a, b);
+        }
+    }
+    cc_reduce(p, w, a, b, m->s1, m->s2, m->scratch);
+    for (int cl = threadIdx.x; cl < p->cw; cl += CNC_THREADS) {
+        cnorm_stat st = cn_stat_zero();
+        st.count = (float)tl->nq; /* every tile centred on the saved mean: the merge adds s1, s2 */
+        st.mean = wb[p->cw + cl];
+        st.s1 = m->s1[cl];
+        st.s2 = m->s2[cl];
+        cn_store_part(p, t, cl, st, CNORM_PART_FLOATS_BWD);
+    }
+    if (cn_arrive(p, tl->seg, m->flag)) {
+        int lanes = 1;
+        while (lanes < 32 && lanes * 2 * p->sets <= CNC_THREADS)
+            lanes *= 2;
+        for (int base = 0; base < p->sets * lanes; base += CNC_THREADS) {
+            const int j = (base + (int)threadIdx.x) / lanes;
+            const cnorm_stat st = cn_merge_set(p, tl->seg, j, CNORM_PART_FLOATS_BWD, lanes);
+            if (j < p->sets && (threadIdx.x & (lanes - 1)) == 0) {
+                const int64_t c = tl->c0 + j;
+                const float r = wb[2 * p->cw + j];
+                if (p->d_bias)
+                    p->d_bias[c * p->dbias_sc] = st.s1;
+                if (p->d_scale)
+                    p->d_scale[c * p->dscale_sc] = r * st.s2;
+                cn_st_v4(cn_final(p, tl->seg, j), st.mean, r, st.s1, st.s2);
+            }
+        }
+        cn_release(p, tl->seg);
+    }
+}
+
+/* dx for tile tl's rows once its window's sums are out: x and dy read again (from L2). */
+FROST_DEVICE void cs_bwd_apply(const cnorm_params *p, const cnorm_tile *tl, const cc_map *w, const cs_smem *m, int par,
+                               uint64_t drop)
+{
+    const bool hint = p->prefetch != CNORM_PREFETCH_NONE;
+    cn_wait_final(p, tl->seg);
+    const float *wb = m->wb + par * 3 * p->cw;
+    /* dx = dy * cdy - x * cx + k: cdy = r w, cx = r^2 mean(g x_hat), k = mean cx - r mean(g) */
+    for (int cl = threadIdx.x; cl < p->cw; cl += CNC_THREADS) {
+        float f[4];
+        cn_ld_cg_v4(f, cn_final(p, tl->seg, cl));
+        const float wc = wb[cl], r = f[1];
+        const float mean_g = wc * f[2] * p->inv_m, mean_gx = wc * r * f[3] * p->inv_m, cx = r * r * mean_gx;
+        m->s1[cl] = r * wc;
+        m->coef_a[cl] = cx;
+        m->coef_b[cl] = fmaf(f[0], cx, -r * mean_g);
+    }
+    __syncthreads();
+    if (w->r0 >= w->per)
+        return;
+    float cdy[CN_VEC], cx[CN_VEC], kk[CN_VEC];
+#pragma unroll
+    for (int k = 0; k < CN_VEC; k++) {
+        cdy[k] = m->s1[w->u * CN_VEC + k];
+        cx[k] = m->coef_a[w->u * CN_VEC + k];
+        kk[k] = m->coef_b[w->u * CN_VEC + k];
+    }
+    cs_cursor px = cs_begin(p, tl, w, p->x, p->x_sn), pg = cs_begin(p, tl, w, p->dy, p->dy_sn),
+              po = cs_begin(p, tl, w, p->out, p->out_sn);
+    int r = w->r0;
+    if (p->vec_ok)
+        for (; r + (CS_BATCH / 2 - 1) * w->per < tl->nq; r += CS_BATCH / 2 * w->per) {
+            uint32_t vx[CS_BATCH / 2][4], vg[CS_BATCH / 2][4];
+#pragma unroll
+            for (int i = 0; i < CS_BATCH / 2; i++) {
+                cs_ld(vx[i], px.g, hint, drop);
+                cs_ld(vg[i], pg.g, hint, drop);
+                cs_advance(p, w, p->x_sn, &px);
+                cs_advance(p, w, p->dy_sn, &pg);
+            }
+#pragma unroll
+            for (int i = 0; i < CS_BATCH / 2; i++) {
+                float x[CN_VEC], g[CN_VEC];
+                cn_unpack(vx[i], x);
+                cn_unpack(vg[i], g);
+#pragma unroll
+                for (int k = 0; k < CN_VEC; k++)
+                    x[k] = fmaf(g[k], cdy[k], fmaf(-x[k], cx[k], kk[k]));
+                cn_pack(vx[i], x);
+                cn_st_stream_v4((void *)po.g, vx[i]);
+                cs_advance(p, w, p->out_sn, &po);
+            }
+        }
+    for (; r < tl->nq; r += w->per) {
+        float x[CN_VEC], g[CN_VEC];
+        cs_unit(p, px.g, x, hint, drop);
+        cs_unit(p, pg.g, g, hint, drop);
+        cs_advance(p, w, p->x_sn, &px);
+        cs_advance(p, w, p->dy_sn, &pg);
+#pragma unroll
+        for (int k = 0; k < CN_VEC; k++)
+            x[k] = fmaf(g[k], cdy[k], fmaf(-x[k], cx[k], kk[k]));
+        frost_io *o = (frost_io *)po.g;
+        if (p->vec_ok) {
+            uint32_t q[4];
+            cn_pack(q, x);
+            cn_st_stream_v4(o, q);
+        } else {
+#pragma unroll
+            for (int k = 0; k < CN_VEC; k++)
+                o[k] = frost_from_float(x[k]);
+        }
+        cs_advance(p, w, p->out_sn, &po);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
+    cnorm_stream_bwd_kernel(const __grid_constant__ cnorm_params p)
+{
+    extern __shared__ uint4 cnorm_smem[];
+    cs_smem m;
+    cs_carve(&p, (unsigned char *)cnorm_smem, &m);
+    const cc_map w = cc_map_make(&p);
+    const uint64_t keep = cs_policy(true), drop = cs_policy(false);
+    for (int s = 0; s <= p.windows; s++) {
+        if (s < p.windows) {
+            const int t = s * p.k_tiles + (int)blockIdx.x;
+            const cnorm_tile tl = cn_tile(&p, t);
+            cs_bwd_params(&p, &tl, &m, s & 1);
+            cs_bwd_stats(&p, &tl, t, &w, &m, s & 1, keep);
+        }
+        if (s > 0) {
+            const cnorm_tile tl = cn_tile(&p, (s - 1) * p.k_tiles + (int)blockIdx.x);
+            cs_bwd_apply(&p, &tl, &w, &m, (s - 1) & 1, drop);
+        }
+        __syncthreads(); /* sums and coefficients are reused */
     }
 }
