@@ -170,19 +170,21 @@ FROST_DEVICE void cs_stats(const cnorm_params *p, const cnorm_tile *tl, int t, c
         cs_cursor c = cs_begin(p, tl, w, p->x, p->x_sn);
         int r = w->r0;
         if (p->vec_ok)
-            for (; r + (CS_BATCH - 1) * w->per < tl->nq; r += CS_BATCH * w->per) {
+            for (; r < tl->nq; r += CS_BATCH * w->per) { /* CS_BATCH loads in flight, the last batch predicated */
                 uint32_t v[CS_BATCH][4];
 #pragma unroll
                 for (int i = 0; i < CS_BATCH; i++) {
-                    cs_ld(v[i], c.g, hint, keep);
+                    if (r + i * w->per < tl->nq)
+                        cs_ld(v[i], c.g, hint, keep);
                     cs_advance(p, w, p->x_sn, &c);
                 }
 #pragma unroll
-                for (int i = 0; i < CS_BATCH; i++) {
-                    float x[CN_VEC];
-                    cn_unpack(v[i], x);
-                    cs_acc(x, s, a, b);
-                }
+                for (int i = 0; i < CS_BATCH; i++)
+                    if (r + i * w->per < tl->nq) {
+                        float x[CN_VEC];
+                        cn_unpack(v[i], x);
+                        cs_acc(x, s, a, b);
+                    }
             }
         for (; r < tl->nq; r += w->per) {
             float x[CN_VEC];
@@ -250,22 +252,25 @@ FROST_DEVICE void cs_apply(const cnorm_params *p, const cnorm_tile *tl, const cc
     cs_cursor cx = cs_begin(p, tl, w, p->x, p->x_sn), cy = cs_begin(p, tl, w, p->out, p->out_sn);
     int r = w->r0;
     if (p->vec_ok)
-        for (; r + (CS_BATCH - 1) * w->per < tl->nq; r += CS_BATCH * w->per) {
+        for (; r < tl->nq; r += CS_BATCH * w->per) {
             uint32_t v[CS_BATCH][4];
 #pragma unroll
             for (int i = 0; i < CS_BATCH; i++) {
-                cs_ld(v[i], cx.g, hint, drop);
+                if (r + i * w->per < tl->nq)
+                    cs_ld(v[i], cx.g, hint, drop);
                 cs_advance(p, w, p->x_sn, &cx);
             }
 #pragma unroll
             for (int i = 0; i < CS_BATCH; i++) {
-                float x[CN_VEC];
-                cn_unpack(v[i], x);
+                if (r + i * w->per < tl->nq) {
+                    float x[CN_VEC];
+                    cn_unpack(v[i], x);
 #pragma unroll
-                for (int k = 0; k < CN_VEC; k++)
-                    x[k] = fmaf(x[k], a[k], b[k]);
-                cn_pack(v[i], x);
-                cn_st_stream_v4((void *)cy.g, v[i]);
+                    for (int k = 0; k < CN_VEC; k++)
+                        x[k] = fmaf(x[k], a[k], b[k]);
+                    cn_pack(v[i], x);
+                    cn_st_stream_v4((void *)cy.g, v[i]);
+                }
                 cs_advance(p, w, p->out_sn, &cy);
             }
         }
@@ -355,22 +360,25 @@ FROST_DEVICE void cs_bwd_stats(const cnorm_params *p, const cnorm_tile *tl, int 
         cs_cursor cx = cs_begin(p, tl, w, p->x, p->x_sn), cg = cs_begin(p, tl, w, p->dy, p->dy_sn);
         int r = w->r0;
         if (p->vec_ok)
-            for (; r + (CS_BATCH / 2 - 1) * w->per < tl->nq; r += CS_BATCH / 2 * w->per) {
+            for (; r < tl->nq; r += CS_BATCH / 2 * w->per) {
                 uint32_t vx[CS_BATCH / 2][4], vg[CS_BATCH / 2][4];
 #pragma unroll
                 for (int i = 0; i < CS_BATCH / 2; i++) {
-                    cs_ld(vx[i], cx.g, hint, keep);
-                    cs_ld(vg[i], cg.g, hint, keep);
+                    if (r + i * w->per < tl->nq) {
+                        cs_ld(vx[i], cx.g, hint, keep);
+                        cs_ld(vg[i], cg.g, hint, keep);
+                    }
                     cs_advance(p, w, p->x_sn, &cx);
                     cs_advance(p, w, p->dy_sn, &cg);
                 }
 #pragma unroll
-                for (int i = 0; i < CS_BATCH / 2; i++) {
-                    float x[CN_VEC], g[CN_VEC];
-                    cn_unpack(vx[i], x);
-                    cn_unpack(vg[i], g);
-                    cs_acc_bwd(x, g, mu, a, b);
-                }
+                for (int i = 0; i < CS_BATCH / 2; i++)
+                    if (r + i * w->per < tl->nq) {
+                        float x[CN_VEC], g[CN_VEC];
+                        cn_unpack(vx[i], x);
+                        cn_unpack(vg[i], g);
+                        cs_acc_bwd(x, g, mu, a, b);
+                    }
             }
         for (; r < tl->nq; r += w->per) {
             float x[CN_VEC], g[CN_VEC];
@@ -442,25 +450,29 @@ FROST_DEVICE void cs_bwd_apply(const cnorm_params *p, const cnorm_tile *tl, cons
               po = cs_begin(p, tl, w, p->out, p->out_sn);
     int r = w->r0;
     if (p->vec_ok)
-        for (; r + (CS_BATCH / 2 - 1) * w->per < tl->nq; r += CS_BATCH / 2 * w->per) {
+        for (; r < tl->nq; r += CS_BATCH / 2 * w->per) {
             uint32_t vx[CS_BATCH / 2][4], vg[CS_BATCH / 2][4];
 #pragma unroll
             for (int i = 0; i < CS_BATCH / 2; i++) {
-                cs_ld(vx[i], px.g, hint, drop);
-                cs_ld(vg[i], pg.g, hint, drop);
+                if (r + i * w->per < tl->nq) {
+                    cs_ld(vx[i], px.g, hint, drop);
+                    cs_ld(vg[i], pg.g, hint, drop);
+                }
                 cs_advance(p, w, p->x_sn, &px);
                 cs_advance(p, w, p->dy_sn, &pg);
             }
 #pragma unroll
             for (int i = 0; i < CS_BATCH / 2; i++) {
-                float x[CN_VEC], g[CN_VEC];
-                cn_unpack(vx[i], x);
-                cn_unpack(vg[i], g);
+                if (r + i * w->per < tl->nq) {
+                    float x[CN_VEC], g[CN_VEC];
+                    cn_unpack(vx[i], x);
+                    cn_unpack(vg[i], g);
 #pragma unroll
-                for (int k = 0; k < CN_VEC; k++)
-                    x[k] = fmaf(g[k], cdy[k], fmaf(-x[k], cx[k], kk[k]));
-                cn_pack(vx[i], x);
-                cn_st_stream_v4((void *)po.g, vx[i]);
+                    for (int k = 0; k < CN_VEC; k++)
+                        x[k] = fmaf(g[k], cdy[k], fmaf(-x[k], cx[k], kk[k]));
+                    cn_pack(vx[i], x);
+                    cn_st_stream_v4((void *)po.g, vx[i]);
+                }
                 cs_advance(p, w, p->out_sn, &po);
             }
         }
