@@ -22,8 +22,9 @@
  * FROST_CNORM_CLUSTER override, and the invariants chan_norm_cluster.cu relies on: no
  * empty tile, whole sets and units, at most CNC_THREADS units per row, the shared memory
  * of the kernel's layout within a block's.  Last, BatchNorm's stream path
- * (frost__cnorm_choose_stream): the windows for the targets, narrower ones when the batch
- * is large, none when no window fits a third of L2, and the problems it leaves alone.
+ * (frost__cnorm_choose_stream, opt-in with FROST_CNORM_STREAM=1): the windows for the
+ * targets, narrower ones when the batch is large, none when no window fits a third of L2,
+ * the problems it leaves alone, and off by default.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,17 +196,16 @@ static void run_cluster_case(int index, const cluster_case *c, int clusters)
 /* ---- the stream path (BatchNorm training forward) ------------------------------------- */
 static const cluster_case stream_cases[] = {
     /* name, kind, nhwc, tensors, n, c, hw, groups, esize, env, cw, k (0: not taken) */
-    {"bn fwd 32x512x64x64: 64 channels over 264 blocks", BN, 1, 1, 32, 512, 4096, 0, 2, NULL, 64, 264},
-    {"bn fwd 128x256x32x32: 64 channels over 264 blocks", BN, 1, 1, 128, 256, 1024, 0, 2, NULL, 64, 264},
-    {"bn fwd f32 C 16: the whole C (64-byte runs)", BN, 1, 1, 4, 16, 64, 0, 4, NULL, 16, 32},
-    {"bn fwd 512K rows: 32-byte windows fit a third of L2", BN, 1, 1, 128, 64, 4096, 0, 2, NULL, 16, 264},
-    {"bn fwd 4M rows: no window fits", BN, 1, 1, 1024, 64, 4096, 0, 2, NULL, 0, 0},
-    {"bn bwd 32x512x64x64: 32 channels (x and dy in a third of L2)", BN, 1, 2, 32, 512, 4096, 0, 2, NULL, 32, 264},
-    {"bn nchw: not this path", BN, 0, 1, 32, 512, 4096, 0, 2, NULL, 0, 0},
-    {"gn: not this path", GN, 1, 1, 32, 512, 4096, 32, 2, NULL, 0, 0},
-    {"FROST_CNORM_STREAM=0 turns it off", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=0", 0, 0},
-    {"FROST_CNORM_WINDOW=32 reaches it", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_WINDOW=32", 32, 264},
-    {"a window past a third of L2 is not taken", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_WINDOW=128", 0, 0},
+    {"bn fwd 32x512x64x64: 64 channels over 264 blocks", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=1", 64, 264},
+    {"bn fwd 128x256x32x32: 64 channels over 264 blocks", BN, 1, 1, 128, 256, 1024, 0, 2, "FROST_CNORM_STREAM=1", 64, 264},
+    {"bn fwd f32 C 16: the whole C (64-byte runs)", BN, 1, 1, 4, 16, 64, 0, 4, "FROST_CNORM_STREAM=1", 16, 32},
+    {"bn fwd 512K rows: 32-byte windows fit a third of L2", BN, 1, 1, 128, 64, 4096, 0, 2, "FROST_CNORM_STREAM=1", 16, 264},
+    {"bn fwd 4M rows: no window fits", BN, 1, 1, 1024, 64, 4096, 0, 2, "FROST_CNORM_STREAM=1", 0, 0},
+    {"bn bwd 32x512x64x64: 32 channels (x and dy in a third of L2)", BN, 1, 2, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=1", 32, 264},
+    {"bn nchw: not this path", BN, 0, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=1", 0, 0},
+    {"gn: not this path", GN, 1, 1, 32, 512, 4096, 32, 2, "FROST_CNORM_STREAM=1", 0, 0},
+    {"off by default", BN, 1, 1, 32, 512, 4096, 0, 2, NULL, 0, 0},
+    {"FROST_CNORM_WINDOW alone does not turn it on", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_WINDOW=32", 0, 0},
 };
 #define NUM_STREAM_CASES ((int)(sizeof stream_cases / sizeof stream_cases[0]))
 

@@ -42,9 +42,9 @@
  * saved, half-saved and recomputed statistics, inference, sample gaps), chosen by the
  * tiling, and turned off (random cases force it too; it applies to NHWC GroupNorm /
  * InstanceNorm on 16-byte units); BatchNorm's stream path (chan_norm_stream.cu, NHWC
- * training forward and backward with both saved statistics: every such case above takes
- * it) with odd row counts, sample gaps, a misaligned base, three windows, and turned off
- * (FROST_CNORM_STREAM=0), then
+ * training forward and backward with both saved statistics, opt-in: FROST_CNORM_STREAM=1)
+ * with odd row counts, sample gaps, a misaligned base, three windows, and explicitly off
+ * (random cases turn it on half the time), then
  * seeded random cases, then the selector's refusals.  FROST_TEST_SMALL=1 runs only the
  * cases marked small (for compute-sanitizer).  FROST_TEST_SEED / FROST_TEST_CASE rerun one.
  */
@@ -81,7 +81,7 @@ typedef struct ccase {
     int small;          /* part of the FROST_TEST_SMALL subset */
     int blocks;         /* FROST_CNORM_BLOCKS for the GPU build (0: the tiling's choice, 1 with tile_kb) */
     int cluster;        /* FROST_CNORM_CLUSTER for the GPU build: 0 unset, -1 off, 1..8 tiles per cluster */
-    int stream;         /* -1: FROST_CNORM_STREAM=0 for the GPU build (BatchNorm's stream path off) */
+    int stream;         /* FROST_CNORM_STREAM for the GPU build (BatchNorm's stream path): 0 unset (off), 1 on, -1 "0" */
 } ccase;
 
 #define F32 FROST_F32
@@ -130,9 +130,9 @@ static const ccase table[] = {
     {"in bf16 nhwc no params cluster 4", IN, BF16, 3, 24, 14, 14, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0.0, 0, 0, 0, 4, 0},
     {"gn bf16 nhwc cluster by choice", GN, BF16, 66, 64, 32, 32, 16, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 0, 0, 0, 0, 0},
     {"gn bf16 nhwc cluster off", GN, BF16, 66, 64, 32, 32, 16, 1, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.5, 0, 0, 0, -1, 0},
-    {"bn f32 nhwc stream misaligned", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0, 1, 1.0, 0, 1, 0, 0, 0},
-    {"bn bf16 nhwc stream odd rows gap", BN, BF16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 0, 0, 0, 2.0, 0, 1, 0, 0, 0},
-    {"bn f16 nhwc stream 3 windows", BN, F16, 16, 192, 24, 20, 0, 1, 0, 1, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 0, 0, 0, 0},
+    {"bn f32 nhwc stream misaligned", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0, 1, 1.0, 0, 1, 0, 0, 1},
+    {"bn bf16 nhwc stream odd rows gap", BN, BF16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 0, 0, 0, 2.0, 0, 1, 0, 0, 1},
+    {"bn f16 nhwc stream 3 windows", BN, F16, 16, 192, 24, 20, 0, 1, 0, 1, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 0, 0, 0, 1},
     {"bn bf16 nhwc stream off", BN, BF16, 16, 64, 16, 16, 0, 1, 0, 2, 2, 0, 0, 1, 0, 0, 0, 0.5, 0, 0, 0, 0, -1},
 };
 #undef F32
@@ -300,8 +300,8 @@ static int run_gpu(run *r, frost_graph *g, const frost__device *dev, int backwar
         setenv("FROST_CNORM_BLOCKS", blocks, 1);
     if (c->cluster)
         setenv("FROST_CNORM_CLUSTER", cluster, 1);
-    if (c->stream < 0)
-        setenv("FROST_CNORM_STREAM", "0", 1);
+    if (c->stream)
+        setenv("FROST_CNORM_STREAM", c->stream > 0 ? "1" : "0", 1);
     const int built = tu_run_cuda(g, dev, &slots, c->misalign, repeat);
     unsetenv("FROST_CNORM_TILE_KB");
     unsetenv("FROST_CNORM_BLOCKS");
@@ -436,9 +436,9 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
             tu_failf("explain does not name the cuda kernel:\n%s", explain);
         if (c->n > 0 && (clustered ? c->kind == BN || !c->nhwc || c->cluster < 0 : want_cluster))
             tu_failf("cluster path %s for this case:\n%s", clustered ? "taken" : "not taken", explain);
-        /* the stream path: BatchNorm training on NHWC; the table's "stream" cases take it */
-        const int want_stream = c->kind == BN && c->nhwc && !c->inference && strstr(c->name, "stream") && c->stream >= 0;
-        if (c->n > 0 && (streamed ? c->kind != BN || !c->nhwc || c->inference || c->stream < 0 : want_stream))
+        /* the stream path (opt-in): BatchNorm training on NHWC; the table's "stream" cases take it */
+        const int want_stream = c->kind == BN && c->nhwc && !c->inference && strstr(c->name, "stream") && c->stream > 0;
+        if (c->n > 0 && (streamed ? c->kind != BN || !c->nhwc || c->inference || c->stream <= 0 : want_stream))
             tu_failf("stream path %s for this case:\n%s", streamed ? "taken" : "not taken", explain);
         /* these cases are sized to exceed one wave of 16 KB tiles on a GPU of <= 140 SMs */
         if (strstr(c->name, "fallback") && dev->sm_count <= 140 && !strstr(explain, "second read of x"))
@@ -503,6 +503,7 @@ static ccase random_case(uint64_t seed, int index)
     c.blocks = (int)tu_int(&rng, 0, 3);
     static const int clusters[] = {0, 0, 1, 2, 4, 8};
     c.cluster = clusters[tu_int(&rng, 0, 5)];
+    c.stream = (int)tu_int(&rng, 0, 1);
     return c;
 }
 

@@ -285,13 +285,16 @@ int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, c
  * SM, each owning `rows` rows of every window.  The window: the narrowest whose pixel run
  * is a whole 128-byte line (C itself when C is narrower), then narrower runs down to 32
  * bytes, the first whose x (and dy) fit a third of L2 (the kernel keeps about two windows
- * there, beside the output lines in flight).  FROST_CNORM_STREAM = 0 turns the path off. */
+ * there, beside the output lines in flight).  Off unless FROST_CNORM_STREAM = 1: measured on
+ * the H200 (2026-12-02, docs/PERF.md) it ran at 0.55-0.59x the three-kernel fallback, its
+ * blocks waiting most of the time for each window's merge (one block merges 264 records per
+ * channel, about ten round trips to L2, on the critical path of every window). */
 int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cnorm_geometry *out)
 {
     const char *env = getenv("FROST_CNORM_STREAM");
     const int64_t window = env_int("FROST_CNORM_WINDOW", 1, INT32_MAX), vec = 16 / s->esize;
     const int64_t rows_all = s->n * s->hw;
-    if ((env && env[0] == '0' && !env[1]) || s->kind != FROST__CNORM_BATCH || !s->nhwc || !s->vec_layout ||
+    if (!env || env[0] != '1' || env[1] || s->kind != FROST__CNORM_BATCH || !s->nhwc || !s->vec_layout ||
         rows_all * s->c == 0 || dev->l2_bytes <= 0)
         return 0;
     int64_t widths[MAX_WIDTHS], order[MAX_WIDTHS];
