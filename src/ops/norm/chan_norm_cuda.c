@@ -74,7 +74,7 @@ typedef struct cnorm_plan {
     int use[NUM_ENTRIES];
     frost__kernel_key keys[NUM_ENTRIES];
     frost__kernel *kernels[NUM_ENTRIES];
-    int counters;  /* counters per segment zeroed before the launch (RESIDENT with an exchange: 1, stream: 2) */
+    int counters;  /* RESIDENT with an exchange: zero the counters before the launch */
     unsigned grid_main, grid_finalize, grid_dparams;
     size_t workspace;
     cnorm_params params; /* everything but the pointers and the mode */
@@ -234,9 +234,9 @@ static void plan_workspace(cnorm_plan *pl)
     const int64_t part_floats = pl->backward ? CNORM_PART_FLOATS_BWD : CNORM_PART_FLOATS_FWD;
     const int stats = !(k->flags & CNORM_F_RUNNING);
     int64_t at = 0;
-    pl->counters = exchange && geo->resident ? (geo->stream ? 2 : 1) : 0; /* per segment */
+    pl->counters = exchange && geo->resident;
     k->off_count = at;
-    at += pl->counters ? frost__cnorm_align_up(geo->num_segments * 4 * pl->counters, 256) : 0;
+    at += pl->counters ? frost__cnorm_align_up(geo->num_segments * 4, 256) : 0;
     k->off_part = at;
     at += stats && exchange ? frost__cnorm_align_up(geo->num_tiles * geo->sets * part_floats * 4, 256) : 0;
     k->off_final = at;
@@ -463,7 +463,7 @@ static frost_status cnorm_execute(const frost_context *ctx, const frost__node *n
     frost_status s = FROST_OK;
     if (pl->counters)
         s = frost__dev_memset_async(ctx->device, (unsigned char *)workspace + k.off_count, 0,
-                                    (size_t)pl->geo.num_segments * 4 * (size_t)pl->counters, stream);
+                                    (size_t)pl->geo.num_segments * 4, stream);
     if (s == FROST_OK && pl->use[ENTRY_MAIN]) {
         k.mode = pl->use[ENTRY_FINALIZE] ? CNORM_MODE_STATS
                  : (k.flags & CNORM_F_RUNNING) ? CNORM_MODE_APPLY

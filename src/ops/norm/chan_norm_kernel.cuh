@@ -126,10 +126,11 @@
 
 /* The stream path (chan_norm_stream.cu: BatchNorm training forward and backward with saved
  * statistics, NHWC, 16-byte units): CNC_THREADS-thread blocks, CNS_MIN_BLOCKS per SM, all
- * resident.  Shared memory: the reduction's scratch and eleven per-channel float arrays. */
+ * resident.  Shared memory: the reduction's scratch, eleven per-channel float arrays and a
+ * flag. */
 #define CNS_MIN_BLOCKS 2
 #define CNS_SMEM_BYTES(cw, units)                                                                                  \
-    (4ull * (2ull * (uint64_t)(cw) * (uint64_t)CNC_PHASES(units) + 11ull * (uint64_t)(cw)))
+    (4ull * (2ull * (uint64_t)(cw) * (uint64_t)CNC_PHASES(units) + 11ull * (uint64_t)(cw)) + 16ull)
 
 typedef struct cnorm_params {
     const void *x;

@@ -8,15 +8,21 @@
  * exchange across every SM per window or read x twice from HBM (chan_norm_fwd.cu's
  * fallback).  A window does fit the H200's L2 (60 MB) a few times over.  So each block
  * owns `rows` rows of every window: it reads its rows of window s once from HBM and
- * takes per-channel sums in registers, publishes per-channel records (Chan's (count, mean,
- * M2)) and signals the window's counter, then reads its rows of window s + 1 the same way;
- * only then do the merging blocks merge window s (one block per channel, in parallel: see
- * the exchange below), and each block waits for window s's statistics and normalizes its
- * rows of window s, reading
+ * takes per-channel sums in registers, publishes per-channel records and arrives at the
+ * window's counter (the workspace exchange of chan_norm_stats.cuh: the last arrival merges
+ * the records in tile order, writes mean / inv_std, the saved statistics and the running
+ * ones, and releases the others), then reads its rows of window s + 1 the same way, and
+ * only then waits for window s's statistics and normalizes its rows of window s, reading
  * them a second time from L2 (an evict-last hint on the first read, evict-first on the
  * second) and writing y.  HBM sees x once and y once; the wait for a window's merge is
  * covered by the next window's reads.  L2 holds about two windows of x and the y lines
  * in flight; the host keeps a window under a third of L2.
+ *
+ * Measured (H200, 2026-12-02, docs/PERF.md): 0.55-0.59x the three-kernel fallback, so the
+ * host takes this path only when FROST_CNORM_STREAM=1.  ncu showed the blocks waiting for
+ * each window's merge most of the time: the last arriving block merges every channel's
+ * records (264 per channel, about ten round trips to L2 each) on the critical path of every
+ * window.  The next step is a merge spread over many blocks.
  *
  * Deadlock-free because every block is resident (the host launches no more blocks than
  * the device holds at once, and checks it) and a block's waits are for windows whose
@@ -94,12 +100,13 @@ FROST_DEVICE void cs_advance(const cnorm_params *p, const cc_map *w, int64_t sn,
 }
 
 /* Shared memory: the reduction's scratch, per channel the tile's sums and shifts and the
- * coefficients, the scale and bias of the two windows in flight
+ * coefficients, the scale and bias of the two windows in flight, the arrival flag
  * (CNS_SMEM_BYTES, chan_norm_kernel.cuh). */
 typedef struct cs_smem {
     float *scratch;
     float *s1, *s2, *shift, *coef_a, *coef_b; /* [cw] */
     float *wb; /* [2 windows][3][cw]: forward w_eff, bias; backward w_eff, mean, inv_std */
+    int *flag;
 } cs_smem;
 
 FROST_DEVICE void cs_carve(const cnorm_params *p, unsigned char *base, cs_smem *m)
@@ -113,6 +120,7 @@ FROST_DEVICE void cs_carve(const cnorm_params *p, unsigned char *base, cs_smem *
     m->coef_a = f + 3 * cw;
     m->coef_b = f + 4 * cw;
     m->wb = f + 5 * cw;
+    m->flag = (int *)(f + 11 * cw);
 }
 
 /* One 16-byte unit of x as floats: the vector load (with the L2 policy when hinted), or
@@ -138,105 +146,6 @@ FROST_DEVICE void cs_acc(const float x[CN_VEC], const float s[CN_VEC], float a[C
         a[k] += d;
         b[k] = fmaf(d, d, b[k]);
     }
-}
-
-/* ---- the window exchange ------------------------------------------------------------------
- * Every block stores its per-channel records of a window and signals counter 0 of the
- * window; blocks 0 .. mergers - 1 each wait for all k_tiles records, merge channels b,
- * b + mergers, ... with the whole block (a fixed tree: deterministic), write the final
- * records and the one-writer outputs, and signal counter 1; a block's output pass waits for
- * counter 1 to reach mergers.  The merges run in parallel on many SMs, one or two L2 round
- * trips each, instead of one block merging every channel in turn.  The host zeroes the
- * two counters per window before the launch. */
-FROST_DEVICE uint32_t *cs_counter(const cnorm_params *p, int seg, int which)
-{
-    return (uint32_t *)(p->ws + p->off_count) + 2 * seg + which;
-}
-
-FROST_DEVICE int cs_mergers(const cnorm_params *p)
-{
-    return p->k_tiles < p->sets ? p->k_tiles : p->sets;
-}
-
-FROST_DEVICE void cs_signal(const cnorm_params *p, int seg, int which)
-{
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0)
-        atomicAdd(cs_counter(p, seg, which), 1u);
-}
-
-/* Waits (one thread, with cn_wait_final's 30 s watchdog) until counter `which` of the
- * window reaches target. */
-FROST_DEVICE void cs_wait(const cnorm_params *p, int seg, int which, uint32_t target)
-{
-    if (threadIdx.x == 0) {
-        const uint32_t *counter = cs_counter(p, seg, which);
-        const uint64_t start = cn_globaltimer();
-        while (cn_ld_acquire(counter) < target) {
-            __nanosleep(32);
-            if (cn_globaltimer() - start > 30000000000ull)
-                __trap();
-        }
-        __threadfence();
-    }
-    __syncthreads();
-}
-
-/* The k_tiles records of set j of window seg merged by the whole block: thread i takes
- * records i, i + CNC_THREADS, ..., then a butterfly in the warp (lower lanes first) and the
- * warps in order.  Every thread returns the same record.  `spill` holds CNC_WARPS records. */
-FROST_DEVICE cnorm_stat cs_merge_block(const cnorm_params *p, int seg, int j, const int floats, cnorm_stat *spill)
-{
-    const int tid = threadIdx.x, lane = tid & 31, k = p->k_tiles;
-    cnorm_stat acc = cn_stat_zero();
-    for (int i = tid; i < k; i += CNC_THREADS)
-        acc = cn_merge(acc, cn_load_part(p, seg * k + i, j, floats));
-    for (int m = 1; m < 32; m <<= 1) {
-        const cnorm_stat other = cn_shfl_stat(acc, m);
-        acc = (lane & m) ? cn_merge(other, acc) : cn_merge(acc, other);
-    }
-    if (lane == 0)
-        spill[tid / 32] = acc;
-    __syncthreads();
-    cnorm_stat r = cn_stat_zero();
-    for (int w = 0; w < CNC_WARPS; w++)
-        r = cn_merge(r, spill[w]);
-    __syncthreads();
-    return r;
-}
-
-/* This block's share of window seg's merge (if it is a merger): forward, the final
- * (mean, inv_std) and the saved and running statistics; backward (wb: the window's
- * w_eff, mean, inv_std), the final (mean, inv_std, sum dy, sum dy (x - mean)), d_bias and
- * d_scale. */
-FROST_DEVICE void cs_merge_window(const cnorm_params *p, int seg, const cs_smem *m, const float *wb, bool backward)
-{
-    const int mergers = cs_mergers(p);
-    if ((int)blockIdx.x >= mergers)
-        return;
-    cs_wait(p, seg, 0, (uint32_t)p->k_tiles);
-    const int c0 = seg * p->cw;
-    for (int j = blockIdx.x; j < p->sets; j += mergers) {
-        const cnorm_stat st = cs_merge_block(p, seg, j, backward ? CNORM_PART_FLOATS_BWD : CNORM_PART_FLOATS_FWD,
-                                             (cnorm_stat *)m->scratch);
-        if (threadIdx.x != 0)
-            continue;
-        if (backward) {
-            const int64_t c = c0 + j;
-            const float r = wb[2 * p->cw + j];
-            if (p->d_bias)
-                p->d_bias[c * p->dbias_sc] = st.s1;
-            if (p->d_scale)
-                p->d_scale[c * p->dscale_sc] = r * st.s2;
-            cn_st_v4(cn_final(p, seg, j), st.mean, r, st.s1, st.s2);
-        } else {
-            float mean, rstd;
-            fwd_finish_set(p, 0, c0, j, st, &mean, &rstd);
-            cn_st_v4(cn_final(p, seg, j), mean, rstd, 0.0f, 0.0f);
-        }
-    }
-    cs_signal(p, seg, 1);
 }
 
 /* This block's scale and bias of tile tl's window into wb[par] (read while x streams). */
@@ -306,7 +215,21 @@ FROST_DEVICE void cs_stats(const cnorm_params *p, const cnorm_tile *tl, int t, c
         }
         cn_store_part(p, t, cl, st, CNORM_PART_FLOATS_FWD);
     }
-    cs_signal(p, tl->seg, 0);
+    if (cn_arrive(p, tl->seg, m->flag)) {
+        int lanes = 1;
+        while (lanes < 32 && lanes * 2 * p->sets <= CNC_THREADS)
+            lanes *= 2;
+        for (int base = 0; base < p->sets * lanes; base += CNC_THREADS) {
+            const int j = (base + (int)threadIdx.x) / lanes;
+            const cnorm_stat st = cn_merge_set(p, tl->seg, j, CNORM_PART_FLOATS_FWD, lanes);
+            if (j < p->sets && (threadIdx.x & (lanes - 1)) == 0) {
+                float mean, rstd;
+                fwd_finish_set(p, 0, tl->c0, j, st, &mean, &rstd);
+                cn_st_v4(cn_final(p, tl->seg, j), mean, rstd, 0.0f, 0.0f);
+            }
+        }
+        cn_release(p, tl->seg);
+    }
 }
 
 /* y for tile tl's rows, once its window's statistics are out: x read again (from L2). */
@@ -314,7 +237,7 @@ FROST_DEVICE void cs_apply(const cnorm_params *p, const cnorm_tile *tl, const cc
                            uint64_t drop)
 {
     const bool hint = p->prefetch != CNORM_PREFETCH_NONE;
-    cs_wait(p, tl->seg, 1, (uint32_t)cs_mergers(p));
+    cn_wait_final(p, tl->seg);
     const float *wb = m->wb + par * 3 * p->cw;
     for (int cl = threadIdx.x; cl < p->cw; cl += CNC_THREADS) {
         float f[4];
@@ -397,7 +320,6 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
         }
         if (s > 0) {
             const cnorm_tile tl = cn_tile(&p, (s - 1) * p.k_tiles + (int)blockIdx.x);
-            cs_merge_window(&p, s - 1, &m, m.wb + ((s - 1) & 1) * 3 * p.cw, false);
             cs_apply(&p, &tl, &w, &m, (s - 1) & 1, drop);
         }
         __syncthreads(); /* shift, sums and coefficients are reused */
@@ -482,7 +404,25 @@ FROST_DEVICE void cs_bwd_stats(const cnorm_params *p, const cnorm_tile *tl, int 
         st.s2 = m->s2[cl];
         cn_store_part(p, t, cl, st, CNORM_PART_FLOATS_BWD);
     }
-    cs_signal(p, tl->seg, 0);
+    if (cn_arrive(p, tl->seg, m->flag)) {
+        int lanes = 1;
+        while (lanes < 32 && lanes * 2 * p->sets <= CNC_THREADS)
+            lanes *= 2;
+        for (int base = 0; base < p->sets * lanes; base += CNC_THREADS) {
+            const int j = (base + (int)threadIdx.x) / lanes;
+            const cnorm_stat st = cn_merge_set(p, tl->seg, j, CNORM_PART_FLOATS_BWD, lanes);
+            if (j < p->sets && (threadIdx.x & (lanes - 1)) == 0) {
+                const int64_t c = tl->c0 + j;
+                const float r = wb[2 * p->cw + j];
+                if (p->d_bias)
+                    p->d_bias[c * p->dbias_sc] = st.s1;
+                if (p->d_scale)
+                    p->d_scale[c * p->dscale_sc] = r * st.s2;
+                cn_st_v4(cn_final(p, tl->seg, j), st.mean, r, st.s1, st.s2);
+            }
+        }
+        cn_release(p, tl->seg);
+    }
 }
 
 /* dx for tile tl's rows once its window's sums are out: x and dy read again (from L2). */
@@ -490,7 +430,7 @@ FROST_DEVICE void cs_bwd_apply(const cnorm_params *p, const cnorm_tile *tl, cons
                                uint64_t drop)
 {
     const bool hint = p->prefetch != CNORM_PREFETCH_NONE;
-    cs_wait(p, tl->seg, 1, (uint32_t)cs_mergers(p));
+    cn_wait_final(p, tl->seg);
     const float *wb = m->wb + par * 3 * p->cw;
     /* dx = dy * cdy - x * cx + k: cdy = r w, cx = r^2 mean(g x_hat), k = mean cx - r mean(g) */
     for (int cl = threadIdx.x; cl < p->cw; cl += CNC_THREADS) {
@@ -582,7 +522,6 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
         }
         if (s > 0) {
             const cnorm_tile tl = cn_tile(&p, (s - 1) * p.k_tiles + (int)blockIdx.x);
-            cs_merge_window(&p, s - 1, &m, m.wb + ((s - 1) & 1) * 3 * p.cw, true);
             cs_bwd_apply(&p, &tl, &w, &m, (s - 1) & 1, drop);
         }
         __syncthreads(); /* sums and coefficients are reused */
