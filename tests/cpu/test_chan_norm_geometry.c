@@ -66,26 +66,47 @@ static const geo_case cases[] = {
 };
 #define NUM_CASES ((int)(sizeof cases / sizeof cases[0]))
 
+/* The shape the engine builds for a problem (chan_norm_cuda.c's rules for the 16-byte path
+ * and the window unit). */
+static cnorm_shape make_shape(int kind, int nhwc, int tensors, int64_t n, int64_t c, int64_t hw, int64_t groups,
+                              int64_t esize)
+{
+    cnorm_shape s = {.kind = kind, .nhwc = nhwc, .tensors = tensors, .n = n, .c = c, .hw = hw, .esize = esize};
+    s.cg = kind == GN ? c / groups : 1;
+    const int64_t vec = 16 / esize;
+    s.vec_layout = nhwc ? c % vec == 0 : hw % vec == 0; /* packed tensors */
+    s.cw_unit = frost__cnorm_window_unit(nhwc, s.vec_layout, s.cg, vec);
+    return s;
+}
+
+/* env ("NAME=value" or NULL) set for the length of one choice. */
+static void env_push(const char *env, char name[64])
+{
+    const char *eq = env ? strchr(env, '=') : NULL;
+    name[0] = 0;
+    if (eq && eq - env < 64) {
+        memcpy(name, env, (size_t)(eq - env));
+        name[eq - env] = 0;
+        setenv(name, eq + 1, 1);
+    }
+}
+
+static void env_pop(const char name[64])
+{
+    if (name[0])
+        unsetenv(name);
+}
+
 static void run_case(int index, const geo_case *c)
 {
     tu_set_context("test_chan_norm_geometry", 0, index, c->name);
     const cnorm_device dev = {.sms = 132, .smem_per_sm = 233472, .optin = 232448, .reserved = 1024};
-    cnorm_shape s = {
-        .kind = c->kind, .nhwc = c->nhwc, .tensors = c->tensors, .n = c->n, .c = c->c, .hw = c->hw, .esize = c->esize};
-    s.cg = c->kind == GN ? c->c / c->groups : 1;
-    const int64_t vec = 16 / c->esize;
-    const int vec_layout = c->nhwc ? c->c % vec == 0 : c->hw % vec == 0; /* packed tensors: the engine's rule */
-    s.cw_unit = frost__cnorm_window_unit(c->nhwc, vec_layout, s.cg, vec);
-    char name[64] = {0};
-    const char *eq = c->env ? strchr(c->env, '=') : NULL;
-    if (eq) {
-        memcpy(name, c->env, (size_t)(eq - c->env));
-        setenv(name, eq + 1, 1);
-    }
+    const cnorm_shape s = make_shape(c->kind, c->nhwc, c->tensors, c->n, c->c, c->hw, c->groups, c->esize);
+    char name[64];
+    env_push(c->env, name);
     cnorm_geometry geo;
     const int ok = frost__cnorm_choose_geometry(&s, &dev, 1, &geo);
-    if (eq)
-        unsetenv(name);
+    env_pop(name);
     if (!ok) {
         tu_failf("no tiling found");
         return;
@@ -151,22 +172,13 @@ static void run_cluster_case(int index, const cluster_case *c, int clusters)
     tu_set_context("test_chan_norm_geometry", 0, index, c->name);
     const cnorm_device dev = {
         .sms = 132, .smem_per_sm = 233472, .optin = 232448, .reserved = 1024, .max_cluster = clusters};
-    cnorm_shape s = {
-        .kind = c->kind, .nhwc = c->nhwc, .tensors = c->tensors, .n = c->n, .c = c->c, .hw = c->hw, .esize = c->esize};
-    s.cg = c->kind == GN ? c->c / c->groups : 1;
+    const cnorm_shape s = make_shape(c->kind, c->nhwc, c->tensors, c->n, c->c, c->hw, c->groups, c->esize);
     const int64_t vec = 16 / c->esize;
-    s.vec_layout = c->nhwc ? c->c % vec == 0 : c->hw % vec == 0;
-    s.cw_unit = frost__cnorm_window_unit(c->nhwc, s.vec_layout, s.cg, vec);
-    char name[64] = {0};
-    const char *eq = c->env ? strchr(c->env, '=') : NULL;
-    if (eq) {
-        memcpy(name, c->env, (size_t)(eq - c->env));
-        setenv(name, eq + 1, 1);
-    }
+    char name[64];
+    env_push(c->env, name);
     cnorm_geometry geo;
     const int ok = frost__cnorm_choose_cluster(&s, &dev, &geo);
-    if (eq)
-        unsetenv(name);
+    env_pop(name);
     const int64_t want_k = clusters ? c->k : 0;
     if (ok != (want_k > 0)) {
         tu_failf("cluster path %s, expected %s", ok ? "taken" : "not taken", want_k ? "taken" : "not taken");
@@ -196,12 +208,16 @@ static void run_cluster_case(int index, const cluster_case *c, int clusters)
 /* ---- the stream path (BatchNorm training forward) ------------------------------------- */
 static const cluster_case stream_cases[] = {
     /* name, kind, nhwc, tensors, n, c, hw, groups, esize, env, cw, k (0: not taken) */
-    {"bn fwd 32x512x64x64: 64 channels over 264 blocks", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=1", 64, 264},
-    {"bn fwd 128x256x32x32: 64 channels over 264 blocks", BN, 1, 1, 128, 256, 1024, 0, 2, "FROST_CNORM_STREAM=1", 64, 264},
+    {"bn fwd 32x512x64x64: 64 channels over 264 blocks", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=1", 64,
+     264},
+    {"bn fwd 128x256x32x32: 64 channels over 264 blocks", BN, 1, 1, 128, 256, 1024, 0, 2, "FROST_CNORM_STREAM=1", 64,
+     264},
     {"bn fwd f32 C 16: the whole C (64-byte runs)", BN, 1, 1, 4, 16, 64, 0, 4, "FROST_CNORM_STREAM=1", 16, 32},
-    {"bn fwd 512K rows: 32-byte windows fit a third of L2", BN, 1, 1, 128, 64, 4096, 0, 2, "FROST_CNORM_STREAM=1", 16, 264},
+    {"bn fwd 512K rows: 32-byte windows fit a third of L2", BN, 1, 1, 128, 64, 4096, 0, 2, "FROST_CNORM_STREAM=1", 16,
+     264},
     {"bn fwd 4M rows: no window fits", BN, 1, 1, 1024, 64, 4096, 0, 2, "FROST_CNORM_STREAM=1", 0, 0},
-    {"bn bwd 32x512x64x64: 32 channels (x and dy in a third of L2)", BN, 1, 2, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=1", 32, 264},
+    {"bn bwd 32x512x64x64: 32 channels (x and dy in a third of L2)", BN, 1, 2, 32, 512, 4096, 0, 2,
+     "FROST_CNORM_STREAM=1", 32, 264},
     {"bn nchw: not this path", BN, 0, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=1", 0, 0},
     {"gn: not this path", GN, 1, 1, 32, 512, 4096, 32, 2, "FROST_CNORM_STREAM=1", 0, 0},
     {"off by default", BN, 1, 1, 32, 512, 4096, 0, 2, NULL, 0, 0},
@@ -214,22 +230,13 @@ static void run_stream_case(int index, const cluster_case *c)
     tu_set_context("test_chan_norm_geometry", 0, index, c->name);
     const cnorm_device dev = {
         .sms = 132, .smem_per_sm = 233472, .optin = 232448, .reserved = 1024, .max_cluster = 8, .l2_bytes = 60ll << 20};
-    cnorm_shape s = {
-        .kind = c->kind, .nhwc = c->nhwc, .tensors = c->tensors, .n = c->n, .c = c->c, .hw = c->hw, .esize = c->esize};
-    s.cg = c->kind == GN ? c->c / c->groups : 1;
+    const cnorm_shape s = make_shape(c->kind, c->nhwc, c->tensors, c->n, c->c, c->hw, c->groups, c->esize);
     const int64_t vec = 16 / c->esize;
-    s.vec_layout = c->nhwc ? c->c % vec == 0 : c->hw % vec == 0;
-    s.cw_unit = frost__cnorm_window_unit(c->nhwc, s.vec_layout, s.cg, vec);
-    char name[64] = {0};
-    const char *eq = c->env ? strchr(c->env, '=') : NULL;
-    if (eq) {
-        memcpy(name, c->env, (size_t)(eq - c->env));
-        setenv(name, eq + 1, 1);
-    }
+    char name[64];
+    env_push(c->env, name);
     cnorm_geometry geo;
     const int ok = frost__cnorm_choose_stream(&s, &dev, &geo);
-    if (eq)
-        unsetenv(name);
+    env_pop(name);
     if (ok != (c->k > 0)) {
         tu_failf("stream path %s, expected %s", ok ? "taken" : "not taken", c->k ? "taken" : "not taken");
         return;

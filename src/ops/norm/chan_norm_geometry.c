@@ -221,6 +221,27 @@ int frost__cnorm_choose_geometry(const cnorm_shape *s, const cnorm_device *dev, 
  * tiles per segment (any occupancy, any tile size that fits). */
 #define CLUSTER_TILE_BYTES (64 * 1024)
 
+/* The windows the cluster and stream paths try, in order of preference: those whose pixel
+ * run is a whole 128-byte line or more (or all of C) narrowest first, then the narrower
+ * ones widest first down to runs of min_run bytes; whole units, at most CNC_THREADS units,
+ * and only `window` when the override names one.  Returns how many. */
+static int preferred_windows(const cnorm_shape *s, int64_t window, int64_t min_run, int64_t order[MAX_WIDTHS])
+{
+    int64_t widths[MAX_WIDTHS];
+    const int total = divisors(s->c, widths);
+    int count = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < total; i++) {
+            const int64_t cw = widths[pass == 0 ? i : total - 1 - i];
+            const int wide = cw * s->esize >= 128 || cw == s->c;
+            if (cw % s->cw_unit != 0 || cw / (16 / s->esize) > CNC_THREADS || cw * s->esize < min_run ||
+                (window && cw != window) || wide != (pass == 0))
+                continue;
+            order[count++] = cw;
+        }
+    return count;
+}
+
 static int cluster_fits(const cnorm_shape *s, const cnorm_device *dev, int64_t cw, int64_t k, int forced,
                         cnorm_geometry *out)
 {
@@ -252,26 +273,15 @@ static int cluster_fits(const cnorm_shape *s, const cnorm_device *dev, int64_t c
 int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, cnorm_geometry *out)
 {
     const char *env = getenv("FROST_CNORM_CLUSTER");
-    const int64_t window = env_int("FROST_CNORM_WINDOW", 1, INT32_MAX), vec = 16 / s->esize;
+    const int64_t window = env_int("FROST_CNORM_WINDOW", 1, INT32_MAX);
     int64_t forced = env_int("FROST_CNORM_CLUSTER", 1, CNC_MAX_CLUSTER);
     if ((forced & (forced - 1)) != 0 || forced > dev->max_cluster) /* not a usable size: the tiling's own choice */
         forced = 0;
     if ((env && env[0] == '0' && !env[1]) || dev->max_cluster < 1 || s->kind == FROST__CNORM_BATCH || !s->nhwc ||
         !s->vec_layout || s->n * s->hw * s->c == 0)
         return 0;
-    /* windows in order of preference: runs of >= 128 bytes narrowest first, then narrower
-     * ones widest first */
-    int64_t widths[MAX_WIDTHS], order[MAX_WIDTHS];
-    const int total = divisors(s->c, widths);
-    int count = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < total; i++) {
-            const int64_t cw = widths[pass == 0 ? i : total - 1 - i];
-            const int wide = cw * s->esize >= 128 || cw == s->c;
-            if (cw % s->cw_unit != 0 || cw / vec > CNC_THREADS || (window && cw != window) || wide != (pass == 0))
-                continue;
-            order[count++] = cw;
-        }
+    int64_t order[MAX_WIDTHS];
+    const int count = preferred_windows(s, window, 1, order);
     for (int i = 0; i < count; i++)
         for (int64_t k = forced ? forced : 1; k <= (forced ? forced : dev->max_cluster); k *= 2)
             if (cluster_fits(s, dev, order[i], k, forced != 0, out))
@@ -297,18 +307,8 @@ int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cn
     if (!env || env[0] != '1' || env[1] || s->kind != FROST__CNORM_BATCH || !s->nhwc || !s->vec_layout ||
         rows_all * s->c == 0 || dev->l2_bytes <= 0)
         return 0;
-    int64_t widths[MAX_WIDTHS], order[MAX_WIDTHS];
-    const int total = divisors(s->c, widths);
-    int count = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < total; i++) {
-            const int64_t cw = widths[pass == 0 ? i : total - 1 - i];
-            const int wide = cw * s->esize >= 128 || cw == s->c;
-            if (cw % s->cw_unit != 0 || cw / vec > CNC_THREADS || cw * s->esize < 32 || (window && cw != window) ||
-                wide != (pass == 0))
-                continue;
-            order[count++] = cw;
-        }
+    int64_t order[MAX_WIDTHS];
+    const int count = preferred_windows(s, window, 32, order);
     const size_t per_sm = dev->smem_per_sm / CNS_MIN_BLOCKS - dev->reserved;
     for (int i = 0; i < count; i++) {
         const int64_t cw = order[i];
