@@ -353,6 +353,15 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
 /* build / workspace / execute                                                           */
 /* ------------------------------------------------------------------------------------ */
 
+/* Blocks of `threads` threads with `smem` bytes of dynamic shared memory that the compiled
+ * kernel's registers and shared memory let one SM hold. */
+static int64_t blocks_fit(const frost__device *dev, const frost__kernel *k, int threads, size_t smem)
+{
+    const int regs = k->attrs.registers > 0 ? (k->attrs.registers + 7) / 8 * 8 : 128;
+    const int64_t by_regs = 65536 / (regs * threads), by_smem = (int64_t)(dev->smem_per_sm / (smem + SMEM_RESERVED));
+    return by_regs < by_smem ? by_regs : by_smem;
+}
+
 static frost_status cnorm_build(const frost_context *ctx, const frost__node *n, void *plan,
                                 const frost_build_options *opt)
 {
@@ -377,10 +386,7 @@ static frost_status cnorm_build(const frost_context *ctx, const frost__node *n, 
         return FROST_OK;
     }
     if (pl->geo.stream) { /* k_tiles blocks, all resident: the geometry counted CNS_MIN_BLOCKS per SM */
-        const int sregs = k->attrs.registers > 0 ? (k->attrs.registers + 7) / 8 * 8 : 128;
-        const int64_t fit_regs = 65536 / (sregs * CNC_THREADS),
-                      fit_smem = (int64_t)(dev->smem_per_sm / (pl->geo.smem + SMEM_RESERVED));
-        const int64_t fit = fit_regs < fit_smem ? fit_regs : fit_smem;
+        const int64_t fit = blocks_fit(dev, k, CNC_THREADS, pl->geo.smem);
         if (fit * dev->sm_count < pl->geo.k_tiles)
             return frost__fail(FROST_INTERNAL, "cuda BatchNorm stream kernel: %lld blocks must be resident, the "
                                                "device holds %lld (%d registers, %zu B shared memory)",
@@ -392,10 +398,7 @@ static frost_status cnorm_build(const frost_context *ctx, const frost__node *n, 
     /* blocks per SM: what registers and shared memory allow, up to the geometry's count for
      * an exchange (a segment's tiles must all run at once: the geometry counted on exactly
      * that many, and the kernel's launch bounds cut registers for that count) */
-    const int regs = k->attrs.registers > 0 ? (k->attrs.registers + 7) / 8 * 8 : 128;
-    const int64_t by_regs = 65536 / (regs * CNORM_THREADS);
-    const int64_t by_smem = (int64_t)(dev->smem_per_sm / (pl->geo.smem + SMEM_RESERVED));
-    int64_t per_sm = by_regs < by_smem ? by_regs : by_smem;
+    int64_t per_sm = blocks_fit(dev, k, CNORM_THREADS, pl->geo.smem);
     per_sm = per_sm < 1 ? 1 : per_sm > 4 ? 4 : per_sm;
     if (pl->geo.resident && pl->geo.k_tiles > 1) {
         if (per_sm < pl->geo.blocks)
