@@ -171,20 +171,6 @@ FROST_DEVICE void cc_load(const cnorm_params *p, const cnorm_tile *tl, const cc_
     }
 }
 
-/* One output unit: 16-byte streaming store, or element by element when misaligned. */
-FROST_DEVICE void cc_store(const cnorm_params *p, frost_io *g, const float v[CN_VEC])
-{
-    if (p->vec_ok) {
-        uint32_t q[4];
-        cn_pack(q, v);
-        cn_st_stream_v4(g, q);
-    } else {
-#pragma unroll
-        for (int k = 0; k < CN_VEC; k++)
-            g[k] = frost_from_float(v[k]);
-    }
-}
-
 /* Statistics of the segment: per set (mean, M2 over the whole segment) into fin[2 j],
  * fin[2 j + 1], identical in every block of the cluster.  Synchronizes the cluster once;
  * the caller's next cluster barrier releases rec. */

@@ -287,16 +287,7 @@ FROST_DEVICE void cs_apply(const cnorm_params *p, const cnorm_tile *tl, const cc
 #pragma unroll
         for (int k = 0; k < CN_VEC; k++)
             x[k] = fmaf(x[k], a[k], b[k]);
-        frost_io *g = (frost_io *)cy.g;
-        if (p->vec_ok) {
-            uint32_t q[4];
-            cn_pack(q, x);
-            cn_st_stream_v4(g, q);
-        } else {
-#pragma unroll
-            for (int k = 0; k < CN_VEC; k++)
-                g[k] = frost_from_float(x[k]);
-        }
+        cc_store(p, (frost_io *)cy.g, x);
         cs_advance(p, w, p->out_sn, &cy);
     }
 }
@@ -491,16 +482,7 @@ FROST_DEVICE void cs_bwd_apply(const cnorm_params *p, const cnorm_tile *tl, cons
 #pragma unroll
         for (int k = 0; k < CN_VEC; k++)
             x[k] = fmaf(g[k], cdy[k], fmaf(-x[k], cx[k], kk[k]));
-        frost_io *o = (frost_io *)po.g;
-        if (p->vec_ok) {
-            uint32_t q[4];
-            cn_pack(q, x);
-            cn_st_stream_v4(o, q);
-        } else {
-#pragma unroll
-            for (int k = 0; k < CN_VEC; k++)
-                o[k] = frost_from_float(x[k]);
-        }
+        cc_store(p, (frost_io *)po.g, x);
         cs_advance(p, w, p->out_sn, &po);
     }
 }

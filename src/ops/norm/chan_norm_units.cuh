@@ -1,7 +1,8 @@
 /*
  * chan_norm_units.cuh — what the channel-norm kernels of CNC_THREADS-thread blocks share
  * (chan_norm_cluster.cu, chan_norm_stream.cu): a thread's 16-byte column unit of the
- * window and its rows, and the per-channel reduction over the block.  NHWC only.
+ * window and its rows, the per-channel reduction over the block, and the store of one
+ * output unit.  NHWC only.
  */
 #ifndef FROST_CHAN_NORM_UNITS_CUH
 #define FROST_CHAN_NORM_UNITS_CUH
@@ -63,6 +64,20 @@ FROST_DEVICE void cc_reduce(const cnorm_params *p, const cc_map *w, float a[CN_V
             outb[i - cw] = s;
     }
     __syncthreads();
+}
+
+/* One output unit: 16-byte streaming store, or element by element when misaligned. */
+FROST_DEVICE void cc_store(const cnorm_params *p, frost_io *g, const float v[CN_VEC])
+{
+    if (p->vec_ok) {
+        uint32_t q[4];
+        cn_pack(q, v);
+        cn_st_stream_v4(g, q);
+    } else {
+#pragma unroll
+        for (int k = 0; k < CN_VEC; k++)
+            g[k] = frost_from_float(v[k]);
+    }
 }
 
 #endif /* FROST_CHAN_NORM_UNITS_CUH */
