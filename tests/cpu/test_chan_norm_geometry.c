@@ -97,10 +97,35 @@ static void env_pop(const char name[64])
         unsetenv(name);
 }
 
+/* The device as the tilings see an H200 (132 SMs, 228 KB of shared memory per SM, 227 KB
+ * per block, 60 MB of L2), with max_cluster blocks per cluster (0: no clusters). */
+static cnorm_device h200(int64_t max_cluster)
+{
+    const cnorm_device dev = {.sms = 132,
+                              .smem_per_sm = 233472,
+                              .optin = 232448,
+                              .reserved = 1024,
+                              .max_cluster = max_cluster,
+                              .l2_bytes = 60ll << 20};
+    return dev;
+}
+
+/* choose(s) with the override env ("NAME=value" or NULL) set for the call. */
+typedef int (*choose_fn)(const cnorm_shape *, const cnorm_device *, cnorm_geometry *);
+static int choose_with(const char *env, choose_fn choose, const cnorm_shape *s, const cnorm_device *dev,
+                       cnorm_geometry *geo)
+{
+    char name[64];
+    env_push(env, name);
+    const int ok = choose(s, dev, geo);
+    env_pop(name);
+    return ok;
+}
+
 static void run_case(int index, const geo_case *c)
 {
     tu_set_context("test_chan_norm_geometry", 0, index, c->name);
-    const cnorm_device dev = {.sms = 132, .smem_per_sm = 233472, .optin = 232448, .reserved = 1024};
+    const cnorm_device dev = h200(0);
     const cnorm_shape s = make_shape(c->kind, c->nhwc, c->tensors, c->n, c->c, c->hw, c->groups, c->esize);
     char name[64];
     env_push(c->env, name);
@@ -170,15 +195,11 @@ static const cluster_case cluster_cases[] = {
 static void run_cluster_case(int index, const cluster_case *c, int clusters)
 {
     tu_set_context("test_chan_norm_geometry", 0, index, c->name);
-    const cnorm_device dev = {
-        .sms = 132, .smem_per_sm = 233472, .optin = 232448, .reserved = 1024, .max_cluster = clusters};
+    const cnorm_device dev = h200(clusters);
     const cnorm_shape s = make_shape(c->kind, c->nhwc, c->tensors, c->n, c->c, c->hw, c->groups, c->esize);
     const int64_t vec = 16 / c->esize;
-    char name[64];
-    env_push(c->env, name);
     cnorm_geometry geo;
-    const int ok = frost__cnorm_choose_cluster(&s, &dev, &geo);
-    env_pop(name);
+    const int ok = choose_with(c->env, frost__cnorm_choose_cluster, &s, &dev, &geo);
     const int64_t want_k = clusters ? c->k : 0;
     if (ok != (want_k > 0)) {
         tu_failf("cluster path %s, expected %s", ok ? "taken" : "not taken", want_k ? "taken" : "not taken");
@@ -228,15 +249,11 @@ static const cluster_case stream_cases[] = {
 static void run_stream_case(int index, const cluster_case *c)
 {
     tu_set_context("test_chan_norm_geometry", 0, index, c->name);
-    const cnorm_device dev = {
-        .sms = 132, .smem_per_sm = 233472, .optin = 232448, .reserved = 1024, .max_cluster = 8, .l2_bytes = 60ll << 20};
+    const cnorm_device dev = h200(CNC_MAX_CLUSTER);
     const cnorm_shape s = make_shape(c->kind, c->nhwc, c->tensors, c->n, c->c, c->hw, c->groups, c->esize);
     const int64_t vec = 16 / c->esize;
-    char name[64];
-    env_push(c->env, name);
     cnorm_geometry geo;
-    const int ok = frost__cnorm_choose_stream(&s, &dev, &geo);
-    env_pop(name);
+    const int ok = choose_with(c->env, frost__cnorm_choose_stream, &s, &dev, &geo);
     if (ok != (c->k > 0)) {
         tu_failf("stream path %s, expected %s", ok ? "taken" : "not taken", c->k ? "taken" : "not taken");
         return;
