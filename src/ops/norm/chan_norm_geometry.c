@@ -215,7 +215,7 @@ int frost__cnorm_choose_geometry(const cnorm_shape *s, const cnorm_device *dev, 
  * together, so two or three blocks share an SM (one's loads overlap another's arithmetic
  * and stores).  Measured on the H200 (2026-12-02, docs/PERF.md, GroupNorm(32) bf16):
  * 64-channel windows with 64 KB tiles were the fastest forward of the windows 32-256 and
- * clusters 2-8 tried at both target shapes, and the backward ran 1.13x faster with 32 KB
+ * clusters 2-8 tried at both target shapes, and the backward ran 1.13-1.20x faster with 32 KB
  * tiles of x and dy than with 64 KB ones.  Chosen only when the segments fill every SM at
  * least once; FROST_CNORM_CLUSTER = 0 turns the path off, 1 / 2 / 4 / 8 forces that many
  * tiles per segment (any occupancy, any tile size that fits). */
@@ -296,7 +296,7 @@ int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, c
  * is a whole 128-byte line (C itself when C is narrower), then narrower runs down to 32
  * bytes, the first whose x (and dy) fit a third of L2 (the kernel keeps about two windows
  * there, beside the output lines in flight).  Off unless FROST_CNORM_STREAM = 1: measured on
- * the H200 (2026-12-02, docs/PERF.md) it ran at 0.55-0.59x the three-kernel fallback, its
+ * the H200 (2026-12-02, docs/PERF.md) it ran at 0.51-0.67x the three-kernel fallback, its
  * blocks waiting most of the time for each window's merge (one block merges 264 records per
  * channel, about ten round trips to L2, on the critical path of every window). */
 int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cnorm_geometry *out)

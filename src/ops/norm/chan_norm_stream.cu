@@ -18,7 +18,7 @@
  * covered by the next window's reads.  L2 holds about two windows of x and the y lines
  * in flight; the host keeps a window under a third of L2.
  *
- * Measured (H200, 2026-12-02, docs/PERF.md): 0.55-0.59x the three-kernel fallback, so the
+ * Measured (H200, 2026-12-02, docs/PERF.md): 0.51-0.67x the three-kernel fallback, so the
  * host takes this path only when FROST_CNORM_STREAM=1.  ncu showed the blocks waiting for
  * each window's merge most of the time: the last arriving block merges every channel's
  * records (264 per channel, about ten round trips to L2 each) on the critical path of every
