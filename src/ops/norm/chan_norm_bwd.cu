@@ -178,7 +178,7 @@ FROST_DEVICE void bwd_resolve_stats(const cnorm_params *p, const cnorm_tile *tl,
         return;
     }
     if (cn_arrive(p, tl->seg, m->flag)) {
-        const int lanes = cn_merge_lanes(p);
+        const int lanes = cn_merge_lanes(p, CNORM_THREADS);
         for (int base = 0; base < p->sets * lanes; base += CNORM_THREADS) {
             const int j = (base + tid) / lanes;
             const cnorm_stat st = cn_merge_set(p, tl->seg, j, PART_FLOATS, lanes);
@@ -314,7 +314,8 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS, CNORM_MIN_BLOCKS) cn
     bwd_smem m;
     bwd_carve(&p, (unsigned char *)cnorm_smem, &m);
     const frost_io *x = (const frost_io *)p.x, *dy = (const frost_io *)p.dy;
-    for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
+    for (int i = blockIdx.x; i < p.num_tiles; i += gridDim.x) {
+        const int t = cn_visit(&p, i);
         const cnorm_tile tl = cn_tile(&p, t);
         if (p.vec_ok) {
 #if defined(LAYOUT_NHWC)
@@ -333,8 +334,8 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS, CNORM_MIN_BLOCKS) cn
             cn_load_tile(&p, &tl, dy, p.dy_sn, m.dy, 1);
         }
         __syncthreads();
-        if (t + (int)gridDim.x < p.num_tiles) {
-            const cnorm_tile next = cn_tile(&p, t + gridDim.x);
+        if (i + (int)gridDim.x < p.num_tiles) {
+            const cnorm_tile next = cn_tile(&p, cn_visit(&p, i + (int)gridDim.x));
             cn_prefetch_next(&p, &next, x, p.x_sn);
             cn_prefetch_next(&p, &next, dy, p.dy_sn);
         }

@@ -74,7 +74,7 @@ typedef struct cnorm_plan {
     int use[NUM_ENTRIES];
     frost__kernel_key keys[NUM_ENTRIES];
     frost__kernel *kernels[NUM_ENTRIES];
-    int counters;  /* RESIDENT with an exchange: zero the counters before the launch */
+    int64_t counters; /* RESIDENT with an exchange: the counters to zero before the launch */
     unsigned grid_main, grid_finalize, grid_dparams;
     size_t workspace;
     cnorm_params params; /* everything but the pointers and the mode */
@@ -193,6 +193,7 @@ static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
     k->k_tiles = (int32_t)geo->k_tiles;
     k->num_tiles = (int32_t)geo->num_tiles;
     k->num_segments = (int32_t)geo->num_segments;
+    k->arrivals = (int32_t)(geo->stream ? CNS_GROUPS(geo->k_tiles) : geo->k_tiles);
     k->pitch = (int32_t)(geo->cluster || geo->stream ? geo->cw : pl->nhwc ? CNORM_PITCH_NHWC(geo->cw) : geo->rows);
     /* developer tuning: FROST_CNORM_PREFETCH = 0 bulk, 1 lines (the default), 2 none */
     const char *pf = getenv("FROST_CNORM_PREFETCH");
@@ -212,6 +213,10 @@ static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
         k->flags |= CNORM_F_SAVED_MEAN;
     if (p->backward && p->slot[FROST__CNORM_INV_STD].present)
         k->flags |= CNORM_F_SAVED_RSTD;
+    /* FROST_CNORM_REVERSE=0 (developer tuning) keeps the APPLY pass in tile order */
+    const char *rev = getenv("FROST_CNORM_REVERSE");
+    if (!(rev && rev[0] == '0' && !rev[1]))
+        k->flags |= CNORM_F_REVERSE;
     k->want_rec = pl->use[ENTRY_DPARAMS];
     const double m = p->kind == FROST__CNORM_BATCH ? (double)p->n * (double)p->spatial
                                                    : (double)k->cg * (double)p->spatial;
@@ -234,11 +239,14 @@ static void plan_workspace(cnorm_plan *pl)
     const int64_t part_floats = pl->backward ? CNORM_PART_FLOATS_BWD : CNORM_PART_FLOATS_FWD;
     const int stats = !(k->flags & CNORM_F_RUNNING);
     int64_t at = 0;
-    pl->counters = exchange && geo->resident;
+    /* the stream path's two-level merge: a counter and a record per tile group after the
+     * segments' counters and the tiles' records */
+    const int64_t groups = geo->stream ? geo->num_segments * CNS_GROUPS(geo->k_tiles) : 0;
+    pl->counters = exchange && geo->resident ? geo->num_segments + groups : 0;
     k->off_count = at;
-    at += pl->counters ? frost__cnorm_align_up(geo->num_segments * 4, 256) : 0;
+    at += frost__cnorm_align_up(pl->counters * 4, 256);
     k->off_part = at;
-    at += stats && exchange ? frost__cnorm_align_up(geo->num_tiles * geo->sets * part_floats * 4, 256) : 0;
+    at += stats && exchange ? frost__cnorm_align_up((geo->num_tiles + groups) * geo->sets * part_floats * 4, 256) : 0;
     k->off_final = at;
     at += stats && exchange ? frost__cnorm_align_up(geo->num_segments * geo->sets * CNORM_FINAL_FLOATS * 4, 256) : 0;
     k->off_rec = at;
@@ -465,8 +473,8 @@ static frost_status cnorm_execute(const frost_context *ctx, const frost__node *n
     k.vec_ok = pl->vec_layout && aligned16(k.x) && aligned16(k.out) && (!pl->backward || aligned16(k.dy));
     frost_status s = FROST_OK;
     if (pl->counters)
-        s = frost__dev_memset_async(ctx->device, (unsigned char *)workspace + k.off_count, 0,
-                                    (size_t)pl->geo.num_segments * 4, stream);
+        s = frost__dev_memset_async(ctx->device, (unsigned char *)workspace + k.off_count, 0, (size_t)pl->counters * 4,
+                                    stream);
     if (s == FROST_OK && pl->use[ENTRY_MAIN]) {
         k.mode = pl->use[ENTRY_FINALIZE] ? CNORM_MODE_STATS
                  : (k.flags & CNORM_F_RUNNING) ? CNORM_MODE_APPLY
@@ -508,11 +516,11 @@ static void cnorm_describe(const void *plan, frost__buf *out)
     if (geo->stream) {
         frost__buf_printf(out, "; NHWC, %lld windows of %lld channels, each cut into %lld tiles of %lld rows, one per "
                                "block of a resident grid of %u x %d; per window: %s (x%s from HBM, kept in L2), a "
-                               "fixed-order merge by the last block (deterministic), then a second read of x%s from L2 "
-                               "while the next window's sums run",
+                               "fixed-order merge in two levels (groups of %d tiles, then the groups; deterministic), "
+                               "then a second read of x%s from L2 while the next window's sums run",
                           (long long)geo->windows, (long long)geo->cw, (long long)geo->k_tiles, (long long)geo->rows,
                           pl->grid_main, CNC_THREADS, pl->backward ? "sum dY and sum dY (x - mean)" : "statistics",
-                          pl->backward ? " and dY" : "", pl->backward ? " and dY" : "");
+                          pl->backward ? " and dY" : "", CNS_GROUP, pl->backward ? " and dY" : "");
         return;
     }
     frost__buf_printf(out, "; %s tiles of %lld rows x %lld channels (%zu B shared memory, %s units), %lld segments x "

@@ -72,6 +72,7 @@
 #define CNORM_F_SAVED_MEAN 4     /* backward: the saved mean is given */
 #define CNORM_F_SAVED_RSTD 8     /* backward: the saved inv_std is given */
 #define CNORM_F_ZERO_CENTERED 16 /* w_eff = 1 + w */
+#define CNORM_F_REVERSE 32       /* APPLY visits the tiles last first: the end of the STATS pass is in L2 */
 
 /* How a block asks L2 for its next tile (params.prefetch): bulk prefetches of each
  * contiguous run, one prefetch.global.L2 per 128-byte line (NHWC vector path), or none. */
@@ -126,11 +127,14 @@
 
 /* The stream path (chan_norm_stream.cu: BatchNorm training forward and backward with saved
  * statistics, NHWC, 16-byte units): CNC_THREADS-thread blocks, CNS_MIN_BLOCKS per SM, all
- * resident.  Shared memory: the reduction's scratch, eleven per-channel float arrays and a
- * flag. */
+ * resident.  A window's tiles merge in two levels: groups of CNS_GROUP consecutive tiles,
+ * then the CNS_GROUPS(k_tiles) group records.  Shared memory: the reduction's scratch,
+ * eleven per-channel float arrays, a merged record (five floats) per channel and a flag. */
 #define CNS_MIN_BLOCKS 2
+#define CNS_GROUP 16
+#define CNS_GROUPS(k_tiles) (((k_tiles) + CNS_GROUP - 1) / CNS_GROUP)
 #define CNS_SMEM_BYTES(cw, units)                                                                                  \
-    (4ull * (2ull * (uint64_t)(cw) * (uint64_t)CNC_PHASES(units) + 11ull * (uint64_t)(cw)) + 16ull)
+    (4ull * (2ull * (uint64_t)(cw) * (uint64_t)CNC_PHASES(units) + 16ull * (uint64_t)(cw)) + 16ull)
 
 typedef struct cnorm_params {
     const void *x;
@@ -160,6 +164,8 @@ typedef struct cnorm_params {
     int32_t k_tiles;      /* tiles per segment */
     int32_t num_tiles;
     int32_t num_segments;
+    int32_t arrivals;     /* arrivals at a segment's workspace counter before its merge: k_tiles, or for
+                             the stream path its tile groups (CNS_GROUPS) */
     int32_t mode;
     int32_t vec_ok;       /* 16-byte path: bases aligned and strides multiples of the vector */
     int32_t flags;
@@ -172,7 +178,7 @@ typedef struct cnorm_params {
     float inv_m;          /* 1 / elements per set */
     float unbias;         /* M / (M - 1) (BatchNorm running variance) */
 } cnorm_params;
-#define CNORM_PARAMS_BYTES 328
+#define CNORM_PARAMS_BYTES 336
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
@@ -308,6 +314,14 @@ FROST_DEVICE void cn_seg_origin(const cnorm_params *p, int seg, int *n, int *c0)
     *n = seg / p->windows;
     *c0 = (seg - *n * p->windows) * p->cw;
 #endif
+}
+
+/* The tile the grid-stride loop's i-th step visits: in order, or with CNORM_F_REVERSE in
+ * the APPLY pass of the fallback last first, so that the first blocks re-read the tiles the
+ * STATS pass read last, while those are still in L2. */
+FROST_DEVICE int cn_visit(const cnorm_params *p, int i)
+{
+    return (p->flags & CNORM_F_REVERSE) && p->mode == CNORM_MODE_APPLY ? p->num_tiles - 1 - i : i;
 }
 
 FROST_DEVICE cnorm_tile cn_tile(const cnorm_params *p, int t)

@@ -323,22 +323,23 @@ FROST_DEVICE void cn_store_part(const cnorm_params *p, int t, int j, cnorm_stat 
  * of 132 tiles merged by 8 threads per set: two round trips). */
 #define CN_MERGE_BATCH 8
 
-/* Merges the k_tiles partials of set j of segment seg with `lanes` adjacent threads (a
- * power of two <= 32, aligned in the warp); the whole warp calls it, and every lane of a
- * set's group gets the same result (a j past the window's sets merges nothing).  Lane l
- * merges a contiguous chunk in order, then a butterfly merges lower lanes' chunks first: a
- * fixed order for given k_tiles and lanes, whatever the caller. */
-static __device__ __noinline__ cnorm_stat cn_merge_set(const cnorm_params *p, int seg, int j, const int floats,
-                                                      int lanes)
+/* Merges `count` consecutive partial records of set j, the first at record index `first`
+ * (a tile index, or past num_tiles for the stream path's group records), with `lanes`
+ * adjacent threads (a power of two <= 32, aligned in the warp); the whole warp calls it,
+ * and every lane of a set's group gets the same result.  Lane l merges a contiguous chunk
+ * in order, then a butterfly merges lower lanes' chunks first: a fixed order for given
+ * count and lanes, whatever the caller. */
+static __device__ __noinline__ cnorm_stat cn_merge_recs(const cnorm_params *p, int64_t first, int count, int j,
+                                                       const int floats, int lanes)
 {
-    const int lane = threadIdx.x & (lanes - 1), k = j < p->sets ? p->k_tiles : 0;
-    const int begin = (int)(((int64_t)lane * k) / lanes), end = (int)(((int64_t)(lane + 1) * k) / lanes);
+    const int lane = threadIdx.x & (lanes - 1);
+    const int begin = (int)(((int64_t)lane * count) / lanes), end = (int)(((int64_t)(lane + 1) * count) / lanes);
     cnorm_stat acc = cn_stat_zero();
     for (int i = begin; i < end; i += CN_MERGE_BATCH) { /* loads in flight together, merged in order */
         cnorm_stat part[CN_MERGE_BATCH];
 #pragma unroll
         for (int u = 0; u < CN_MERGE_BATCH; u++)
-            part[u] = i + u < end ? cn_load_part(p, seg * k + i + u, j, floats) : cn_stat_zero();
+            part[u] = i + u < end ? cn_load_part(p, (int)(first + i + u), j, floats) : cn_stat_zero();
 #pragma unroll
         for (int u = 0; u < CN_MERGE_BATCH; u++)
             acc = cn_merge(acc, part[u]);
@@ -350,13 +351,19 @@ static __device__ __noinline__ cnorm_stat cn_merge_set(const cnorm_params *p, in
     return acc;
 }
 
-/* Threads per set when a whole block merges a segment's sets: a power of two <= 32 with
- * lanes x sets <= CNORM_THREADS where the sets allow, so every set's partials are read by
- * many threads at once. */
-FROST_DEVICE int cn_merge_lanes(const cnorm_params *p)
+/* The k_tiles partials of set j of segment seg (a j past the window's sets merges nothing). */
+FROST_DEVICE cnorm_stat cn_merge_set(const cnorm_params *p, int seg, int j, const int floats, int lanes)
+{
+    return cn_merge_recs(p, (int64_t)seg * p->k_tiles, j < p->sets ? p->k_tiles : 0, j, floats, lanes);
+}
+
+/* Threads per set when a whole block of `threads` merges a segment's sets: a power of two
+ * <= 32 with lanes x sets <= threads where the sets allow, so every set's partials are
+ * read by many threads at once. */
+FROST_DEVICE int cn_merge_lanes(const cnorm_params *p, int threads)
 {
     int lanes = 1;
-    while (lanes < 32 && lanes * 2 * p->sets <= CNORM_THREADS)
+    while (lanes < 32 && lanes * 2 * p->sets <= threads)
         lanes *= 2;
     return lanes;
 }
@@ -366,20 +373,33 @@ FROST_DEVICE float *cn_final(const cnorm_params *p, int seg, int j)
     return (float *)(p->ws + p->off_final) + ((int64_t)seg * p->sets + j) * CNORM_FINAL_FLOATS;
 }
 
-/* Segment barrier, first half: this tile's partials are stored; count the arrival.
- * Returns (to every thread) whether this block is the segment's last arrival. */
-FROST_DEVICE bool cn_arrive(const cnorm_params *p, int seg, int *flag)
+/* Barrier counters: counter i of the workspace's counter section. */
+FROST_DEVICE uint32_t *cn_counter(const cnorm_params *p, int64_t i)
+{
+    return (uint32_t *)(p->ws + p->off_count) + i;
+}
+
+/* One arrival of `arrivals` at counter i, after this block's records are stored.  Returns
+ * (to every thread) whether this block is the last arrival. */
+FROST_DEVICE bool cn_arrive_at(const cnorm_params *p, int64_t i, int arrivals, int *flag)
 {
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
-        uint32_t *counter = (uint32_t *)(p->ws + p->off_count) + seg;
-        const uint32_t old = atomicAdd(counter, 1u);
+        const uint32_t old = atomicAdd(cn_counter(p, i), 1u);
         __threadfence();
-        *flag = old == (uint32_t)p->k_tiles - 1u;
+        *flag = old == (uint32_t)arrivals - 1u;
     }
     __syncthreads();
     return *flag != 0;
+}
+
+/* Segment barrier, first half: this tile's partials are stored; count the arrival (the
+ * segment's counter takes p->arrivals of them).  Returns (to every thread) whether this
+ * block is the segment's last arrival. */
+FROST_DEVICE bool cn_arrive(const cnorm_params *p, int seg, int *flag)
+{
+    return cn_arrive_at(p, seg, p->arrivals, flag);
 }
 
 /* Second half, for the last arrival: its final records are stored; release the others. */
@@ -388,7 +408,7 @@ FROST_DEVICE void cn_release(const cnorm_params *p, int seg)
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0)
-        atomicAdd((uint32_t *)(p->ws + p->off_count) + seg, 1u);
+        atomicAdd(cn_counter(p, seg), 1u);
 }
 
 /* Second half, for everyone else: wait until the final records are out.  A wait longer
@@ -397,8 +417,8 @@ FROST_DEVICE void cn_release(const cnorm_params *p, int seg)
 FROST_DEVICE void cn_wait_final(const cnorm_params *p, int seg)
 {
     if (threadIdx.x == 0) {
-        const uint32_t *counter = (const uint32_t *)(p->ws + p->off_count) + seg;
-        const uint32_t target = (uint32_t)p->k_tiles + 1u;
+        const uint32_t *counter = cn_counter(p, seg);
+        const uint32_t target = (uint32_t)p->arrivals + 1u;
         const uint64_t start = cn_globaltimer();
         while (cn_ld_acquire(counter) != target) {
             __nanosleep(64);

@@ -9,20 +9,21 @@
  * fallback).  A window does fit the H200's L2 (60 MB) a few times over.  So each block
  * owns `rows` rows of every window: it reads its rows of window s once from HBM and
  * takes per-channel sums in registers, publishes per-channel records and arrives at the
- * window's counter (the workspace exchange of chan_norm_stats.cuh: the last arrival merges
- * the records in tile order, writes mean / inv_std, the saved statistics and the running
- * ones, and releases the others), then reads its rows of window s + 1 the same way, and
- * only then waits for window s's statistics and normalizes its rows of window s, reading
- * them a second time from L2 (an evict-last hint on the first read, evict-first on the
- * second) and writing y.  HBM sees x once and y once; the wait for a window's merge is
- * covered by the next window's reads.  L2 holds about two windows of x and the y lines
- * in flight; the host keeps a window under a third of L2.
+ * window's barrier, then reads its rows of window s + 1 the same way, and only then waits
+ * for window s's statistics and normalizes its rows of window s, reading them a second
+ * time from L2 (an evict-last hint on the first read, evict-first on the second) and
+ * writing y.  HBM sees x once and y once; the wait for a window's merge is covered by the
+ * next window's reads.  L2 holds about two windows of x and the y lines in flight; the
+ * host keeps a window under a third of L2.
  *
- * Measured (H200, 2026-12-02, docs/PERF.md): 0.51-0.67x the three-kernel fallback, so the
- * host takes this path only when FROST_CNORM_STREAM=1.  ncu showed the blocks waiting for
- * each window's merge most of the time: the last arriving block merges every channel's
- * records (264 per channel, about ten round trips to L2 each) on the critical path of every
- * window.  The next step is a merge spread over many blocks.
+ * The merge (cs_arrive) has two levels so that it stays shorter than a window's reads:
+ * the last arrival of each group of CNS_GROUP consecutive tiles merges the group's
+ * records (one round trip to L2 for four threads per channel) and arrives at the window's
+ * counter; the last of the groups merges the group records, writes mean / inv_std, the
+ * saved statistics and the running ones, and releases the others.  Both levels merge in
+ * a fixed order, whichever block arrives last.  (A first version let one block merge all
+ * k_tiles records per channel, about ten dependent round trips to L2: ncu put 54 % of the
+ * stall samples at the wait for it, and the path ran at 0.51-0.67x the fallback.)
  *
  * Deadlock-free because every block is resident (the host launches no more blocks than
  * the device holds at once, and checks it) and a block's waits are for windows whose
@@ -100,12 +101,13 @@ FROST_DEVICE void cs_advance(const cnorm_params *p, const cc_map *w, int64_t sn,
 }
 
 /* Shared memory: the reduction's scratch, per channel the tile's sums and shifts and the
- * coefficients, the scale and bias of the two windows in flight, the arrival flag
- * (CNS_SMEM_BYTES, chan_norm_kernel.cuh). */
+ * coefficients, the scale and bias of the two windows in flight, a merged record per set,
+ * the arrival flag (CNS_SMEM_BYTES, chan_norm_kernel.cuh). */
 typedef struct cs_smem {
     float *scratch;
     float *s1, *s2, *shift, *coef_a, *coef_b; /* [cw] */
     float *wb; /* [2 windows][3][cw]: forward w_eff, bias; backward w_eff, mean, inv_std */
+    cnorm_stat *merged; /* [cw]: a merge's result per set */
     int *flag;
 } cs_smem;
 
@@ -120,7 +122,8 @@ FROST_DEVICE void cs_carve(const cnorm_params *p, unsigned char *base, cs_smem *
     m->coef_a = f + 3 * cw;
     m->coef_b = f + 4 * cw;
     m->wb = f + 5 * cw;
-    m->flag = (int *)(f + 11 * cw);
+    m->merged = (cnorm_stat *)(f + 11 * cw);
+    m->flag = (int *)(f + 16 * cw);
 }
 
 /* One 16-byte unit of x as floats: the vector load (with the L2 policy when hinted), or
@@ -136,6 +139,43 @@ FROST_DEVICE void cs_unit(const cnorm_params *p, const frost_io *g, float v[CN_V
         for (int k = 0; k < CN_VEC; k++)
             v[k] = frost_to_float(g[k]);
     }
+}
+
+/* The whole block merges `count` records of every set of the window, the first at record
+ * index `first`, into m->merged (fixed order: cn_merge_recs). */
+FROST_DEVICE void cs_merge_all(const cnorm_params *p, int64_t first, int count, const int floats, const cs_smem *m)
+{
+    const int lanes = cn_merge_lanes(p, CNC_THREADS);
+    for (int base = 0; base < p->sets * lanes; base += CNC_THREADS) {
+        const int j = (base + (int)threadIdx.x) / lanes;
+        const cnorm_stat st = cn_merge_recs(p, first, j < p->sets ? count : 0, j, floats, lanes);
+        if (j < p->sets && (threadIdx.x & (lanes - 1)) == 0)
+            m->merged[j] = st;
+    }
+    __syncthreads();
+}
+
+/* Block b's arrival at window seg once its tile's records are stored.  Two levels, so no
+ * block merges more than CNS_GROUP or CNS_GROUPS(k_tiles) records per set: the last
+ * arrival of b's group of CNS_GROUP tiles merges the group's records into a group record
+ * (record index num_tiles + seg x groups + group; counter num_segments + the same) and
+ * arrives at the window's counter; the last of those merges the group records into
+ * m->merged and returns true (to every thread): it then writes the window's final
+ * records and releases the others (cn_release). */
+FROST_DEVICE bool cs_arrive(const cnorm_params *p, int seg, const int floats, const cs_smem *m)
+{
+    const int groups = p->arrivals, g = (int)blockIdx.x / CNS_GROUP, first = g * CNS_GROUP;
+    const int size = p->k_tiles - first < CNS_GROUP ? p->k_tiles - first : CNS_GROUP;
+    const int64_t group_rec = (int64_t)seg * groups + g;
+    if (!cn_arrive_at(p, p->num_segments + group_rec, size, m->flag))
+        return false;
+    cs_merge_all(p, (int64_t)seg * p->k_tiles + first, size, floats, m);
+    for (int j = threadIdx.x; j < p->sets; j += CNC_THREADS)
+        cn_store_part(p, (int)(p->num_tiles + group_rec), j, m->merged[j], floats);
+    if (!cn_arrive(p, seg, m->flag))
+        return false;
+    cs_merge_all(p, p->num_tiles + (int64_t)seg * groups, groups, floats, m);
+    return true;
 }
 
 FROST_DEVICE void cs_acc(const float x[CN_VEC], const float s[CN_VEC], float a[CN_VEC], float b[CN_VEC])
@@ -215,18 +255,11 @@ FROST_DEVICE void cs_stats(const cnorm_params *p, const cnorm_tile *tl, int t, c
         }
         cn_store_part(p, t, cl, st, CNORM_PART_FLOATS_FWD);
     }
-    if (cn_arrive(p, tl->seg, m->flag)) {
-        int lanes = 1;
-        while (lanes < 32 && lanes * 2 * p->sets <= CNC_THREADS)
-            lanes *= 2;
-        for (int base = 0; base < p->sets * lanes; base += CNC_THREADS) {
-            const int j = (base + (int)threadIdx.x) / lanes;
-            const cnorm_stat st = cn_merge_set(p, tl->seg, j, CNORM_PART_FLOATS_FWD, lanes);
-            if (j < p->sets && (threadIdx.x & (lanes - 1)) == 0) {
-                float mean, rstd;
-                fwd_finish_set(p, 0, tl->c0, j, st, &mean, &rstd);
-                cn_st_v4(cn_final(p, tl->seg, j), mean, rstd, 0.0f, 0.0f);
-            }
+    if (cs_arrive(p, tl->seg, CNORM_PART_FLOATS_FWD, m)) {
+        for (int j = threadIdx.x; j < p->sets; j += CNC_THREADS) {
+            float mean, rstd;
+            fwd_finish_set(p, 0, tl->c0, j, m->merged[j], &mean, &rstd);
+            cn_st_v4(cn_final(p, tl->seg, j), mean, rstd, 0.0f, 0.0f);
         }
         cn_release(p, tl->seg);
     }
@@ -395,22 +428,16 @@ FROST_DEVICE void cs_bwd_stats(const cnorm_params *p, const cnorm_tile *tl, int 
         st.s2 = m->s2[cl];
         cn_store_part(p, t, cl, st, CNORM_PART_FLOATS_BWD);
     }
-    if (cn_arrive(p, tl->seg, m->flag)) {
-        int lanes = 1;
-        while (lanes < 32 && lanes * 2 * p->sets <= CNC_THREADS)
-            lanes *= 2;
-        for (int base = 0; base < p->sets * lanes; base += CNC_THREADS) {
-            const int j = (base + (int)threadIdx.x) / lanes;
-            const cnorm_stat st = cn_merge_set(p, tl->seg, j, CNORM_PART_FLOATS_BWD, lanes);
-            if (j < p->sets && (threadIdx.x & (lanes - 1)) == 0) {
-                const int64_t c = tl->c0 + j;
-                const float r = wb[2 * p->cw + j];
-                if (p->d_bias)
-                    p->d_bias[c * p->dbias_sc] = st.s1;
-                if (p->d_scale)
-                    p->d_scale[c * p->dscale_sc] = r * st.s2;
-                cn_st_v4(cn_final(p, tl->seg, j), st.mean, r, st.s1, st.s2);
-            }
+    if (cs_arrive(p, tl->seg, CNORM_PART_FLOATS_BWD, m)) {
+        for (int j = threadIdx.x; j < p->sets; j += CNC_THREADS) {
+            const cnorm_stat st = m->merged[j];
+            const int64_t c = tl->c0 + j;
+            const float r = wb[2 * p->cw + j];
+            if (p->d_bias)
+                p->d_bias[c * p->dbias_sc] = st.s1;
+            if (p->d_scale)
+                p->d_scale[c * p->dscale_sc] = r * st.s2;
+            cn_st_v4(cn_final(p, tl->seg, j), st.mean, r, st.s1, st.s2);
         }
         cn_release(p, tl->seg);
     }
