@@ -189,6 +189,9 @@ static const cluster_case cluster_cases[] = {
     {"forced on a small problem", GN, 1, 2, 2, 64, 144, 8, 2, "FROST_CNORM_CLUSTER=8", 64, 8},
     {"forced 3 is not a power of two", GN, 1, 1, 128, 256, 1024, 32, 2, "FROST_CNORM_CLUSTER=3", 64, 2},
     {"forced past the rows leaves empty tiles", GN, 1, 1, 2, 64, 3, 8, 2, "FROST_CNORM_CLUSTER=4", 0, 0},
+    {"FROST_CNORM_PERSIST=1: two tile buffers", GN, 1, 1, 128, 256, 1024, 32, 2, "FROST_CNORM_PERSIST=1", 64, 2},
+    {"FROST_CNORM_PERSIST=1 backward", GN, 1, 2, 128, 256, 1024, 32, 2, "FROST_CNORM_PERSIST=1", 64, 4},
+    {"FROST_CNORM_CLUSTER_KB=32: 32 KB tiles", GN, 1, 1, 128, 256, 1024, 32, 2, "FROST_CNORM_CLUSTER_KB=32", 64, 4},
 };
 #define NUM_CLUSTER_CASES ((int)(sizeof cluster_cases / sizeof cluster_cases[0]))
 
@@ -215,7 +218,11 @@ static void run_cluster_case(int index, const cluster_case *c, int clusters)
     if (geo.rows * geo.k_tiles < c->hw || (geo.k_tiles - 1) * geo.rows >= c->hw)
         tu_failf("%lld rows x %lld tiles do not cut %lld pixels without an empty tile", (long long)geo.rows,
                  (long long)geo.k_tiles, (long long)c->hw);
-    const size_t smem = (size_t)CNC_SMEM_BYTES(geo.rows, geo.cw, geo.sets, c->esize, c->tensors, geo.cw / vec);
+    const int persist = c->env && strcmp(c->env, "FROST_CNORM_PERSIST=1") == 0;
+    if (geo.persist != persist)
+        tu_failf("persistent form %d, expected %d", geo.persist, persist);
+    const size_t smem =
+        (size_t)CNC_SMEM_BYTES(geo.rows, geo.cw, geo.sets, c->esize, c->tensors * (persist ? 2 : 1), geo.cw / vec);
     if (geo.smem != smem || smem > dev.optin || !geo.resident)
         tu_failf("%zu bytes of shared memory (the layout needs %zu, a block has %zu)", geo.smem, smem, dev.optin);
     if (!c->env && geo.rows * geo.cw * c->esize * c->tensors > 64 * 1024)

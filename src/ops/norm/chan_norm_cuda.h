@@ -31,6 +31,7 @@ typedef struct cnorm_geometry {
     int64_t blocks;  /* resident blocks per SM; a wave is one tile per block */
     int resident;    /* one HBM pass; else statistics, finalize, apply */
     int64_t cluster; /* > 0: the cluster path, a segment's k_tiles = cluster tiles in one cluster */
+    int persist;     /* the cluster path's persistent form: two tile buffers, segments drawn from a counter */
     int stream;      /* the stream path: one tile of every window per block, the grid k_tiles blocks */
     size_t smem;
 } cnorm_geometry;

@@ -106,7 +106,7 @@ FROST_DEVICE void cs_advance(const cnorm_params *p, const cc_map *w, int64_t sn,
 typedef struct cs_smem {
     float *scratch;
     float *s1, *s2, *shift, *coef_a, *coef_b; /* [cw] */
-    float *wb; /* [2 windows][3][cw]: forward w_eff, bias; backward w_eff, mean, inv_std */
+    float *wb;          /* [2 windows][3][cw]: forward w_eff, bias; backward w_eff, mean, inv_std */
     cnorm_stat *merged; /* [cw]: a merge's result per set */
     int *flag;
 } cs_smem;
