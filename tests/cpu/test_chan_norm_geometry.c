@@ -249,6 +249,13 @@ static const cluster_case stream_cases[] = {
     {"bn nchw: not this path", BN, 0, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=1", 0, 0},
     {"gn: not this path", GN, 1, 1, 32, 512, 4096, 32, 2, "FROST_CNORM_STREAM=1", 0, 0},
     {"off by default", BN, 1, 1, 32, 512, 4096, 0, 2, NULL, 0, 0},
+    {"two-pass bn fwd 32x512x64x64: 64 channels, 2 windows kept", BN, 1, 1, 32, 512, 4096, 0, 2,
+     "FROST_CNORM_STREAM=2", 64, 264},
+    {"two-pass bn bwd 32x512x64x64: 64 channels, 1 window kept", BN, 1, 2, 32, 512, 4096, 0, 2,
+     "FROST_CNORM_STREAM=2", 64, 264},
+    {"two-pass bn fwd 4M rows: no window fits L2, still taken", BN, 1, 1, 1024, 64, 4096, 0, 2, "FROST_CNORM_STREAM=2",
+     64, 264},
+    {"FROST_CNORM_STREAM=3 is not a form", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=3", 0, 0},
     {"FROST_CNORM_WINDOW alone does not turn it on", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_WINDOW=32", 0, 0},
 };
 #define NUM_STREAM_CASES ((int)(sizeof stream_cases / sizeof stream_cases[0]))
@@ -277,9 +284,17 @@ static void run_stream_case(int index, const cluster_case *c)
         geo.k_tiles > dev.sms * CNS_MIN_BLOCKS)
         tu_failf("%lld rows x %lld tiles do not cut %lld rows over the resident blocks", (long long)geo.rows,
                  (long long)geo.k_tiles, (long long)rows_all);
-    if (rows_all * geo.cw * c->esize * c->tensors > dev.l2_bytes / 3)
-        tu_failf("a window of %lld bytes, more than a third of L2",
-                 (long long)(rows_all * geo.cw * c->esize * c->tensors));
+    const int form = c->env && strcmp(c->env, "FROST_CNORM_STREAM=2") == 0 ? 2 : 1;
+    const int64_t window_bytes = rows_all * geo.cw * c->esize * c->tensors;
+    if (geo.stream != form)
+        tu_failf("form %d, expected %d", geo.stream, form);
+    if (form == 1 && window_bytes > dev.l2_bytes / 3)
+        tu_failf("a window of %lld bytes, more than a third of L2", (long long)window_bytes);
+    /* the two-pass form keeps the last windows in 60 % of L2 for its second launch */
+    const int64_t keep = (int64_t)(dev.l2_bytes * 0.6) / window_bytes;
+    if (geo.keep_windows != (keep < geo.windows ? keep : geo.windows))
+        tu_failf("%lld windows kept in L2 (window of %lld bytes)", (long long)geo.keep_windows,
+                 (long long)window_bytes);
     if (geo.smem != (size_t)CNS_SMEM_BYTES(geo.cw, geo.cw / vec) || geo.num_tiles != geo.windows * geo.k_tiles)
         tu_failf("%zu bytes of shared memory, %lld tiles", geo.smem, (long long)geo.num_tiles);
 }

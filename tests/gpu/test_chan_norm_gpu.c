@@ -81,8 +81,8 @@ typedef struct ccase {
     int small;          /* part of the FROST_TEST_SMALL subset */
     int blocks;         /* FROST_CNORM_BLOCKS for the GPU build (0: the tiling's choice, 1 with tile_kb) */
     int cluster;        /* FROST_CNORM_CLUSTER for the GPU build: 0 unset, -1 off, 1..8 tiles per cluster */
-    int stream;         /* FROST_CNORM_STREAM for the GPU build (BatchNorm's stream path): 0 unset (off), 1 on,
-                           -1 "0" */
+    int stream;         /* FROST_CNORM_STREAM for the GPU build (BatchNorm's stream path): 0 unset (off), 1 one
+                           launch, 2 two launches, -1 "0" */
     int persist;        /* FROST_CNORM_PERSIST=1 for the GPU build: the cluster path's persistent form */
 } ccase;
 
@@ -139,6 +139,14 @@ static const ccase table[] = {
     {"bn f32 nhwc stream misaligned", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0, 1, 1.0, 0, 1, 0, 0, 1, 0},
     {"bn bf16 nhwc stream odd rows gap", BN, BF16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 0, 0, 0, 2.0, 0, 1, 0, 0, 1, 0},
     {"bn f16 nhwc stream 3 windows", BN, F16, 16, 192, 24, 20, 0, 1, 0, 1, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 0, 0, 0, 1, 0},
+    {"bn f32 nhwc stream two-pass misaligned", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 1, 0, 1, 1.0, 0, 1, 0, 0,
+     2, 0},
+    {"bn bf16 nhwc stream two-pass odd rows gap", BN, BF16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 1, 1, 0, 2.0, 0, 1, 0,
+     0, 2, 0},
+    {"bn f16 nhwc stream two-pass 3 windows", BN, F16, 16, 192, 24, 20, 0, 1, 0, 1, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 0, 0,
+     0, 2, 0},
+    {"bn bf16 nhwc stream two-pass big", BN, BF16, 64, 128, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 0, 0, 0, 2,
+     0},
     {"bn bf16 nhwc stream off", BN, BF16, 16, 64, 16, 16, 0, 1, 0, 2, 2, 0, 0, 1, 0, 0, 0, 0.5, 0, 0, 0, 0, -1, 0},
     /* the persistent cluster grid: more segments than resident clusters, so clusters draw several */
     {"gn bf16 nhwc persist cluster 8", GN, BF16, 200, 64, 32, 32, 16, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 1.0, 0, 0, 0, 8,
@@ -320,7 +328,7 @@ static int run_gpu(run *r, frost_graph *g, const frost__device *dev, int backwar
     if (c->cluster)
         setenv("FROST_CNORM_CLUSTER", cluster, 1);
     if (c->stream)
-        setenv("FROST_CNORM_STREAM", c->stream > 0 ? "1" : "0", 1);
+        setenv("FROST_CNORM_STREAM", c->stream == 2 ? "2" : c->stream > 0 ? "1" : "0", 1);
     if (c->persist)
         setenv("FROST_CNORM_PERSIST", "1", 1);
     const int built = tu_run_cuda(g, dev, &slots, c->misalign, repeat);
@@ -467,6 +475,9 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
         const int want_stream = c->kind == BN && c->nhwc && !c->inference && strstr(c->name, "stream") && c->stream > 0;
         if (c->n > 0 && (streamed ? c->kind != BN || !c->nhwc || c->inference || c->stream <= 0 : want_stream))
             tu_failf("stream path %s for this case:\n%s", streamed ? "taken" : "not taken", explain);
+        if (streamed && (strstr(explain, "in two launches") != NULL) != (c->stream == 2))
+            tu_failf("the stream path's %s form, expected the other:\n%s", c->stream == 2 ? "one-launch" : "two-launch",
+                     explain);
         /* these cases are sized to exceed one wave of 16 KB tiles on a GPU of <= 140 SMs */
         if (strstr(c->name, "fallback") && dev->sm_count <= 140 && !strstr(explain, "second read of x"))
             tu_failf("expected the three-kernel fallback:\n%s", explain);
@@ -530,7 +541,7 @@ static ccase random_case(uint64_t seed, int index)
     c.blocks = (int)tu_int(&rng, 0, 3);
     static const int clusters[] = {0, 0, 1, 2, 4, 8};
     c.cluster = clusters[tu_int(&rng, 0, 5)];
-    c.stream = (int)tu_int(&rng, 0, 1);
+    c.stream = (int)tu_int(&rng, 0, 2);
     c.persist = (int)tu_int(&rng, 0, 1);
     return c;
 }

@@ -68,13 +68,12 @@ FROST_DEVICE void cc_ld_remote_v2(float v[2], const float *local, unsigned rank)
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(cn_smem_addr(local)), "r"(rank));
     asm volatile("ld.shared::cluster.v2.f32 {%0,%1}, [%2];" : "=f"(v[0]), "=f"(v[1]) : "r"(remote) : "memory");
 }
-FROST_DEVICE int cc_ld_remote_s32(const int *local, unsigned rank)
+/* Stores v at the address `local` has in block `rank`'s shared memory. */
+FROST_DEVICE void cc_st_remote_s32(int *local, unsigned rank, int v)
 {
     uint32_t remote;
-    int v;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(cn_smem_addr(local)), "r"(rank));
-    asm volatile("ld.shared::cluster.s32 %0, [%1];" : "=r"(v) : "r"(remote) : "memory");
-    return v;
+    asm volatile("st.shared::cluster.s32 [%0], %1;" ::"r"(remote), "r"(v) : "memory");
 }
 FROST_DEVICE unsigned cc_rank(void)
 {
@@ -103,11 +102,10 @@ FROST_DEVICE void cc_ld_remote_v2(float v[2], const float *local, unsigned rank)
     v[0] = v[1] = 0.0f;
     __trap();
 }
-FROST_DEVICE int cc_ld_remote_s32(const int *local, unsigned rank)
+FROST_DEVICE void cc_st_remote_s32(int *local, unsigned rank, int v)
 {
-    (void)local, (void)rank;
+    (void)local, (void)rank, (void)v;
     __trap();
-    return 0;
 }
 FROST_DEVICE unsigned cc_rank(void)
 {
@@ -134,7 +132,7 @@ typedef struct cc_smem {
     unsigned char *tiles;   /* the tile buffers (tile_bufs of them): x, then dy, rows x cw each */
     uint32_t tile, buf;     /* bytes of one tile and of one buffer */
     frost_io *x, *dy;       /* the current segment's tiles */
-    int *slot;              /* persistent grid, rank 0: [0] first segment, [1] the one after the next */
+    int *slot;              /* persistent grid: rank 0 stores its draws here in every block */
     float *ch0, *ch1, *ch2; /* per channel: sums, then coefficients */
     float *ch3;             /* per channel: forward bias, backward w_eff */
     float *rec;             /* per set: count, mean, M2, - (read by the cluster) */
@@ -251,19 +249,24 @@ FROST_DEVICE void cc_stats(const cnorm_params *p, const cnorm_tile *tl, const cc
 
 /* ---- which segment a cluster works on --------------------------------------------------- */
 /* tile_bufs = 1: the grid is every tile and cluster i works on segment i.  tile_bufs = 2: a
- * persistent grid whose clusters draw segments from the workspace counter; rank 0 draws
- * one segment ahead of the loads (cc_sched_draw, between a cluster barrier and the next
- * arrive) and the other blocks read its draws from its shared memory after the barrier
- * that ends the iteration.  cur: this iteration's segment; nxt: the next one, whose tiles
- * load while cur is worked on (num_segments: none). */
+ * persistent grid whose clusters draw segments from the workspace counter.  Rank 0 draws one
+ * segment ahead of the loads and stores each draw into every block's slot (distributed
+ * shared memory) before a cluster barrier; each block reads its own slot after it.  No block
+ * reads another's shared memory for this, so none can do it after that block has exited (a
+ * cluster that draws nothing leaves right after its first draw).  cur: this iteration's
+ * segment; nxt: the next one, whose tiles load while cur is worked on (num_segments: none). */
 typedef struct cc_sched {
     int cur, nxt;
 } cc_sched;
 
-FROST_DEVICE int cc_draw(const cnorm_params *p)
+/* Rank 0: the next segment from the counter (num_segments once all are drawn), into slot i
+ * of every block of the cluster. */
+FROST_DEVICE void cc_draw(const cnorm_params *p, const cc_smem *m, int i)
 {
     const uint32_t v = atomicAdd((uint32_t *)(p->ws + p->off_count), 1u);
-    return v < (uint32_t)p->num_segments ? (int)v : p->num_segments;
+    const int seg = v < (uint32_t)p->num_segments ? (int)v : p->num_segments;
+    for (unsigned r = 0; r < CLUSTER; r++)
+        cc_st_remote_s32(m->slot + i, r, seg);
 }
 
 FROST_DEVICE cc_sched cc_sched_begin(const cnorm_params *p, const cc_smem *m)
@@ -274,29 +277,30 @@ FROST_DEVICE cc_sched cc_sched_begin(const cnorm_params *p, const cc_smem *m)
         sc.nxt = p->num_segments;
         return sc;
     }
+    cc_cluster_sync(); /* every block of the cluster runs: its shared memory takes stores */
     if (cc_rank() == 0 && threadIdx.x == 0) {
-        m->slot[0] = cc_draw(p);
-        m->slot[1] = cc_draw(p);
+        cc_draw(p, m, 0);
+        cc_draw(p, m, 1);
     }
     cc_cluster_sync();
-    sc.cur = cc_ld_remote_s32(m->slot, 0);
-    sc.nxt = cc_ld_remote_s32(m->slot + 1, 0);
+    sc.cur = m->slot[0];
+    sc.nxt = m->slot[1];
     return sc;
 }
 
-/* Rank 0 draws the segment after the next; call after a cluster barrier that follows every
- * block's read of the previous draw, before this iteration's last arrive. */
+/* Rank 0 draws the segment after the next into slot 1; call after a cluster barrier that
+ * follows every block's read of its slot 1, before this iteration's last arrive. */
 FROST_DEVICE void cc_sched_draw(const cnorm_params *p, const cc_smem *m)
 {
     if (p->tile_bufs >= 2 && cc_rank() == 0 && threadIdx.x == 0)
-        m->slot[1] = cc_draw(p);
+        cc_draw(p, m, 1);
 }
 
 /* After the barrier that ends an iteration: the next segment becomes current. */
 FROST_DEVICE void cc_sched_next(const cnorm_params *p, const cc_smem *m, cc_sched *sc)
 {
     sc->cur = sc->nxt;
-    sc->nxt = p->tile_bufs >= 2 && sc->cur < p->num_segments ? cc_ld_remote_s32(m->slot + 1, 0) : p->num_segments;
+    sc->nxt = p->tile_bufs >= 2 && sc->cur < p->num_segments ? m->slot[1] : p->num_segments;
 }
 
 /* Starts the loads of this block's tile of segment seg (x, and dy when tensors is 2) into

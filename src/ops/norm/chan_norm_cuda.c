@@ -195,6 +195,7 @@ static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
     k->num_segments = (int32_t)geo->num_segments;
     k->arrivals = (int32_t)(geo->stream ? CNS_GROUPS(geo->k_tiles) : geo->k_tiles);
     k->tile_bufs = geo->persist ? 2 : 1;
+    k->keep_windows = (int32_t)geo->keep_windows;
     k->pitch = (int32_t)(geo->cluster || geo->stream ? geo->cw : pl->nhwc ? CNORM_PITCH_NHWC(geo->cw) : geo->rows);
     /* developer tuning: FROST_CNORM_PREFETCH = 0 bulk, 1 lines (the default), 2 none */
     const char *pf = getenv("FROST_CNORM_PREFETCH");
@@ -401,9 +402,9 @@ static frost_status cnorm_build(const frost_context *ctx, const frost__node *n, 
         }
         return FROST_OK;
     }
-    if (pl->geo.stream) { /* k_tiles blocks, all resident: the geometry counted CNS_MIN_BLOCKS per SM */
+    if (pl->geo.stream) { /* k_tiles blocks; one launch: all resident (the geometry counted CNS_MIN_BLOCKS per SM) */
         const int64_t fit = blocks_fit(dev, k, CNC_THREADS, pl->geo.smem);
-        if (fit * dev->sm_count < pl->geo.k_tiles)
+        if (pl->geo.stream == 1 && fit * dev->sm_count < pl->geo.k_tiles)
             return frost__fail(FROST_INTERNAL, "cuda BatchNorm stream kernel: %lld blocks must be resident, the "
                                                "device holds %lld (%d registers, %zu B shared memory)",
                                (long long)pl->geo.k_tiles, (long long)(fit * dev->sm_count), k->attrs.registers,
@@ -484,11 +485,15 @@ static frost_status cnorm_execute(const frost_context *ctx, const frost__node *n
         s = frost__dev_memset_async(ctx->device, (unsigned char *)workspace + k.off_count, 0, (size_t)pl->counters * 4,
                                     stream);
     if (s == FROST_OK && pl->use[ENTRY_MAIN]) {
-        k.mode = pl->use[ENTRY_FINALIZE] ? CNORM_MODE_STATS
-                 : (k.flags & CNORM_F_RUNNING) ? CNORM_MODE_APPLY
-                                               : CNORM_MODE_RESIDENT;
-        s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main,
-                   pl->geo.cluster || pl->geo.stream ? CNC_THREADS : CNORM_THREADS, pl->geo.smem, &k, stream);
+        k.mode = pl->use[ENTRY_FINALIZE] || pl->geo.stream == 2 ? CNORM_MODE_STATS
+                 : (k.flags & CNORM_F_RUNNING)                 ? CNORM_MODE_APPLY
+                                                               : CNORM_MODE_RESIDENT;
+        const int threads = pl->geo.cluster || pl->geo.stream ? CNC_THREADS : CNORM_THREADS;
+        s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, threads, pl->geo.smem, &k, stream);
+        if (s == FROST_OK && pl->geo.stream == 2) { /* the two-pass form's output launch */
+            k.mode = CNORM_MODE_APPLY;
+            s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, threads, pl->geo.smem, &k, stream);
+        }
     }
     if (s == FROST_OK && pl->use[ENTRY_FINALIZE]) {
         s = launch(ctx, pl->kernels[ENTRY_FINALIZE], pl->grid_finalize, CNORM_THREADS, 0, &k, stream);
@@ -522,6 +527,18 @@ static void cnorm_describe(const void *plan, frost__buf *out)
         if (pl->use[ENTRY_DPARAMS])
             frost__buf_printf(out, "; d_scale / d_bias summed per channel by %s in fixed order",
                               pl->keys[ENTRY_DPARAMS].entry);
+        return;
+    }
+    if (geo->stream == 2) {
+        frost__buf_printf(out, "; NHWC, %lld windows of %lld channels, each cut into %lld tiles of %lld rows, one per "
+                               "block of a grid of %u x %d, in two launches: every window's %s (x%s from HBM; the "
+                               "last %lld window%s kept in L2) with a fixed-order merge in two levels (groups of %d "
+                               "tiles, then the groups; deterministic), then every window's output, last window "
+                               "first",
+                          (long long)geo->windows, (long long)geo->cw, (long long)geo->k_tiles, (long long)geo->rows,
+                          pl->grid_main, CNC_THREADS, pl->backward ? "sum dY and sum dY (x - mean)" : "statistics",
+                          pl->backward ? " and dY" : "", (long long)geo->keep_windows,
+                          geo->keep_windows == 1 ? "" : "s", CNS_GROUP);
         return;
     }
     if (geo->stream) {

@@ -313,8 +313,9 @@ int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cn
     const char *env = getenv("FROST_CNORM_STREAM");
     const int64_t window = env_int("FROST_CNORM_WINDOW", 1, INT32_MAX), vec = 16 / s->esize;
     const int64_t rows_all = s->n * s->hw;
-    if (!env || env[0] != '1' || env[1] || s->kind != FROST__CNORM_BATCH || !s->nhwc || !s->vec_layout ||
-        rows_all * s->c == 0 || dev->l2_bytes <= 0)
+    const int form = env && (env[0] == '1' || env[0] == '2') && !env[1] ? env[0] - '0' : 0;
+    if (!form || s->kind != FROST__CNORM_BATCH || !s->nhwc || !s->vec_layout || rows_all * s->c == 0 ||
+        dev->l2_bytes <= 0)
         return 0;
     int64_t order[MAX_WIDTHS];
     const int count = preferred_windows(s, window, 32, order);
@@ -322,7 +323,8 @@ int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cn
     for (int i = 0; i < count; i++) {
         const int64_t cw = order[i];
         const size_t smem = (size_t)CNS_SMEM_BYTES(cw, cw / vec);
-        if (rows_all * cw * s->esize * s->tensors > dev->l2_bytes / 3 || smem > per_sm || smem > dev->optin)
+        const int64_t window_bytes = rows_all * cw * s->esize * s->tensors;
+        if ((form == 1 && window_bytes > dev->l2_bytes / 3) || smem > per_sm || smem > dev->optin)
             continue;
         memset(out, 0, sizeof *out);
         const int64_t slots = dev->sms * CNS_MIN_BLOCKS;
@@ -340,7 +342,9 @@ int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cn
         out->waves = out->windows;
         out->blocks = CNS_MIN_BLOCKS;
         out->resident = 1;
-        out->stream = 1;
+        out->stream = form;
+        out->keep_windows = (int64_t)(dev->l2_bytes * 0.6) / window_bytes; /* the two-pass form's L2 reuse */
+        out->keep_windows = out->keep_windows < out->windows ? out->keep_windows : out->windows;
         out->smem = smem;
         return 1;
     }

@@ -175,13 +175,14 @@ typedef struct cnorm_params {
     int32_t bias_dt;
     int32_t pitch;        /* elements between rows of a shared tile: NHWC cw rounded up to 8, NCHW rows */
     int32_t prefetch;     /* next tile into L2: CNORM_PREFETCH_BULK, _LINES or _NONE */
+    int32_t keep_windows; /* stream path, two-pass form: the last windows the first pass keeps in L2 */
     int32_t tile_bufs;    /* cluster path: 1, one segment per cluster; 2, a persistent grid whose blocks
                              load the next segment's tiles while they work on the current one */
     float eps, momentum;
     float inv_m;          /* 1 / elements per set */
     float unbias;         /* M / (M - 1) (BatchNorm running variance) */
 } cnorm_params;
-#define CNORM_PARAMS_BYTES 336
+#define CNORM_PARAMS_BYTES 344
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 

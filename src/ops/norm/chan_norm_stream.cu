@@ -325,8 +325,23 @@ FROST_DEVICE void cs_apply(const cnorm_params *p, const cnorm_tile *tl, const cc
     }
 }
 
-/* Block b owns tile b of every window (the grid is k_tiles blocks, all resident): the
- * statistics of window s, then the output of window s - 1. */
+/* The two-pass form's window for step i: in order for the statistics, last first for the
+ * output (the windows the first pass read last are still in L2). */
+FROST_DEVICE int cs_two_pass_window(const cnorm_params *p, int i)
+{
+    return p->mode == CNORM_MODE_APPLY ? p->windows - 1 - i : i;
+}
+
+/* The first pass's L2 policy for window s: keep the last keep_windows, drop the others. */
+FROST_DEVICE uint64_t cs_first_read(const cnorm_params *p, int s, uint64_t keep, uint64_t drop)
+{
+    return s >= p->windows - p->keep_windows ? keep : drop;
+}
+
+/* Block b owns tile b of every window.  Mode RESIDENT (the grid is k_tiles blocks, all
+ * resident): the statistics of window s, then the output of window s - 1.  The two-pass
+ * form: mode STATS, every window's statistics (no block waits: the last arrival merges);
+ * mode APPLY, a second launch, every window's output. */
 extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
     cnorm_stream_fwd_kernel(const __grid_constant__ cnorm_params p)
 {
@@ -335,6 +350,20 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
     cs_carve(&p, (unsigned char *)cnorm_smem, &m);
     const cc_map w = cc_map_make(&p);
     const uint64_t keep = cs_policy(true), drop = cs_policy(false);
+    if (p.mode != CNORM_MODE_RESIDENT) {
+        for (int i = 0; i < p.windows; i++) {
+            const int s = cs_two_pass_window(&p, i), t = s * p.k_tiles + (int)blockIdx.x;
+            const cnorm_tile tl = cn_tile(&p, t);
+            if (p.mode == CNORM_MODE_STATS) {
+                cs_stats(&p, &tl, t, &w, &m, cs_first_read(&p, s, keep, drop));
+            } else {
+                cs_params(&p, &tl, &m, 0);
+                cs_apply(&p, &tl, &w, &m, 0, drop);
+            }
+            __syncthreads(); /* shift, sums and coefficients are reused */
+        }
+        return;
+    }
     for (int s = 0; s <= p.windows; s++) {
         if (s < p.windows) {
             const int t = s * p.k_tiles + (int)blockIdx.x;
@@ -522,6 +551,19 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
     cs_carve(&p, (unsigned char *)cnorm_smem, &m);
     const cc_map w = cc_map_make(&p);
     const uint64_t keep = cs_policy(true), drop = cs_policy(false);
+    if (p.mode != CNORM_MODE_RESIDENT) { /* the two-pass form, as in the forward */
+        for (int i = 0; i < p.windows; i++) {
+            const int s = cs_two_pass_window(&p, i), t = s * p.k_tiles + (int)blockIdx.x;
+            const cnorm_tile tl = cn_tile(&p, t);
+            cs_bwd_params(&p, &tl, &m, 0);
+            if (p.mode == CNORM_MODE_STATS)
+                cs_bwd_stats(&p, &tl, t, &w, &m, 0, cs_first_read(&p, s, keep, drop));
+            else
+                cs_bwd_apply(&p, &tl, &w, &m, 0, drop);
+            __syncthreads(); /* sums and coefficients are reused */
+        }
+        return;
+    }
     for (int s = 0; s <= p.windows; s++) {
         if (s < p.windows) {
             const int t = s * p.k_tiles + (int)blockIdx.x;
