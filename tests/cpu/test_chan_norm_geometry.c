@@ -189,9 +189,6 @@ static const cluster_case cluster_cases[] = {
     {"forced on a small problem", GN, 1, 2, 2, 64, 144, 8, 2, "FROST_CNORM_CLUSTER=8", 64, 8},
     {"forced 3 is not a power of two", GN, 1, 1, 128, 256, 1024, 32, 2, "FROST_CNORM_CLUSTER=3", 64, 2},
     {"forced past the rows leaves empty tiles", GN, 1, 1, 2, 64, 3, 8, 2, "FROST_CNORM_CLUSTER=4", 0, 0},
-    {"FROST_CNORM_PERSIST=1: two tile buffers", GN, 1, 1, 128, 256, 1024, 32, 2, "FROST_CNORM_PERSIST=1", 64, 2},
-    {"FROST_CNORM_PERSIST=1 backward", GN, 1, 2, 128, 256, 1024, 32, 2, "FROST_CNORM_PERSIST=1", 64, 4},
-    {"FROST_CNORM_CLUSTER_KB=32: 32 KB tiles", GN, 1, 1, 128, 256, 1024, 32, 2, "FROST_CNORM_CLUSTER_KB=32", 64, 4},
 };
 #define NUM_CLUSTER_CASES ((int)(sizeof cluster_cases / sizeof cluster_cases[0]))
 
@@ -218,11 +215,7 @@ static void run_cluster_case(int index, const cluster_case *c, int clusters)
     if (geo.rows * geo.k_tiles < c->hw || (geo.k_tiles - 1) * geo.rows >= c->hw)
         tu_failf("%lld rows x %lld tiles do not cut %lld pixels without an empty tile", (long long)geo.rows,
                  (long long)geo.k_tiles, (long long)c->hw);
-    const int persist = c->env && strcmp(c->env, "FROST_CNORM_PERSIST=1") == 0;
-    if (geo.persist != persist)
-        tu_failf("persistent form %d, expected %d", geo.persist, persist);
-    const size_t smem =
-        (size_t)CNC_SMEM_BYTES(geo.rows, geo.cw, geo.sets, c->esize, c->tensors * (persist ? 2 : 1), geo.cw / vec);
+    const size_t smem = (size_t)CNC_SMEM_BYTES(geo.rows, geo.cw, geo.sets, c->esize, c->tensors, geo.cw / vec);
     if (geo.smem != smem || smem > dev.optin || !geo.resident)
         tu_failf("%zu bytes of shared memory (the layout needs %zu, a block has %zu)", geo.smem, smem, dev.optin);
     if (!c->env && geo.rows * geo.cw * c->esize * c->tensors > 64 * 1024)
@@ -249,12 +242,13 @@ static const cluster_case stream_cases[] = {
     {"bn nchw: not this path", BN, 0, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=1", 0, 0},
     {"gn: not this path", GN, 1, 1, 32, 512, 4096, 32, 2, "FROST_CNORM_STREAM=1", 0, 0},
     {"off by default", BN, 1, 1, 32, 512, 4096, 0, 2, NULL, 0, 0},
-    {"two-pass bn fwd 32x512x64x64: 64 channels, 2 windows kept", BN, 1, 1, 32, 512, 4096, 0, 2,
-     "FROST_CNORM_STREAM=2", 64, 264},
-    {"two-pass bn bwd 32x512x64x64: 64 channels, 1 window kept", BN, 1, 2, 32, 512, 4096, 0, 2,
-     "FROST_CNORM_STREAM=2", 64, 264},
-    {"two-pass bn fwd 4M rows: no window fits L2, still taken", BN, 1, 1, 1024, 64, 4096, 0, 2, "FROST_CNORM_STREAM=2",
-     64, 264},
+    {"two-pass bn fwd 32x512x64x64: the whole C, a share of rows kept", BN, 1, 1, 32, 512, 4096, 0, 2,
+     "FROST_CNORM_STREAM=2", 512, 264},
+    {"two-pass bn bwd 32x512x64x64: the whole C", BN, 1, 2, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=2", 512, 264},
+    {"two-pass bn fwd f32 C 4096: 1024 channels (256 units)", BN, 1, 1, 8, 4096, 64, 0, 4, "FROST_CNORM_STREAM=2",
+     1024, 64},
+    {"two-pass bn fwd small: every row kept", BN, 1, 1, 4, 64, 256, 0, 2, "FROST_CNORM_STREAM=2", 64, 128},
+    {"two-pass bn fwd 4M rows: still taken", BN, 1, 1, 1024, 64, 4096, 0, 2, "FROST_CNORM_STREAM=2", 64, 264},
     {"FROST_CNORM_STREAM=3 is not a form", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=3", 0, 0},
     {"FROST_CNORM_WINDOW alone does not turn it on", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_WINDOW=32", 0, 0},
 };
@@ -290,11 +284,15 @@ static void run_stream_case(int index, const cluster_case *c)
         tu_failf("form %d, expected %d", geo.stream, form);
     if (form == 1 && window_bytes > dev.l2_bytes / 3)
         tu_failf("a window of %lld bytes, more than a third of L2", (long long)window_bytes);
-    /* the two-pass form keeps the last windows in 60 % of L2 for its second launch */
-    const int64_t keep = (int64_t)(dev.l2_bytes * 0.6) / window_bytes;
-    if (geo.keep_windows != (keep < geo.windows ? keep : geo.windows))
-        tu_failf("%lld windows kept in L2 (window of %lld bytes)", (long long)geo.keep_windows,
-                 (long long)window_bytes);
+    /* the first read keeps every row for the one-launch form, and for the two-pass form the
+     * first rows of each tile, as many as fit 60 % of L2 over all windows */
+    const double share = dev.l2_bytes * 0.6 / (double)(window_bytes * geo.windows);
+    const int64_t keep = form == 1 || share >= 1.0 ? geo.rows : (int64_t)(geo.rows * share);
+    if (geo.keep_rows != keep || keep > geo.rows || (form == 2 && window_bytes * geo.windows > dev.l2_bytes &&
+                                                     keep * geo.k_tiles * geo.cw * c->esize * c->tensors *
+                                                             geo.windows > (int64_t)(dev.l2_bytes * 0.6)))
+        tu_failf("%lld of %lld rows per tile kept in L2 (expected %lld)", (long long)geo.keep_rows,
+                 (long long)geo.rows, (long long)keep);
     if (geo.smem != (size_t)CNS_SMEM_BYTES(geo.cw, geo.cw / vec) || geo.num_tiles != geo.windows * geo.k_tiles)
         tu_failf("%zu bytes of shared memory, %lld tiles", geo.smem, (long long)geo.num_tiles);
 }

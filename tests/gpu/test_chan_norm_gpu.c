@@ -83,7 +83,6 @@ typedef struct ccase {
     int cluster;        /* FROST_CNORM_CLUSTER for the GPU build: 0 unset, -1 off, 1..8 tiles per cluster */
     int stream;         /* FROST_CNORM_STREAM for the GPU build (BatchNorm's stream path): 0 unset (off), 1 one
                            launch, 2 two launches, -1 "0" */
-    int persist;        /* FROST_CNORM_PERSIST=1 for the GPU build: the cluster path's persistent form */
 } ccase;
 
 #define F32 FROST_F32
@@ -91,76 +90,59 @@ typedef struct ccase {
 #define BF16 FROST_BF16
 static const ccase table[] = {
     /* name, kind, dtype, n, c, h, w, groups, nhwc, gap, scale, bias, zc, inf, run, bwd, saved, mis, off, tile, small,
-     * blocks, cluster, stream, persist */
-    {"gn bf16 nhwc 32 groups", GN, BF16, 4, 128, 16, 16, 32, 1, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 1, 0, 0, 0, 0},
-    {"gn bf16 nchw 32 groups", GN, BF16, 4, 128, 16, 16, 32, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 1, 0, 0, 0, 0},
-    {"bn bf16 nhwc running", BN, BF16, 8, 64, 12, 12, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 1, 0, 0, 0, 0},
-    {"bn f32 nchw recomputed", BN, F32, 6, 24, 9, 16, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 2.0, 0, 1, 0, 0, 0, 0},
-    {"in f16 nhwc gap", IN, F16, 3, 40, 10, 6, 0, 1, 8, 1, 2, 0, 0, 0, 1, 1, 0, 0.0, 0, 1, 0, 0, 0, 0},
-    {"bn bf16 nhwc inference", BN, BF16, 5, 48, 7, 7, 0, 1, 0, 2, 1, 0, 1, 1, 0, 0, 0, 0.0, 0, 1, 0, 0, 0, 0},
-    {"gn f16 nhwc exchange", GN, F16, 2, 256, 32, 48, 8, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 1.5, 0, 0, 0, 0, 0, 0},
-    {"gn bf16 nchw 1 group", GN, BF16, 2, 64, 40, 40, 1, 0, 0, 3, 2, 1, 0, 0, 1, 1, 0, 0.0, 0, 0, 0, 0, 0, 0},
-    {"gn f32 nhwc groups = C", GN, F32, 3, 32, 5, 7, 32, 1, 0, 1, 1, 0, 0, 0, 1, 2, 0, 0.5, 0, 0, 0, 0, 0, 0},
-    {"gn bf16 nhwc C/2 groups odd C", GN, BF16, 2, 22, 9, 9, 11, 1, 0, 2, 2, 0, 0, 0, 1, 3, 0, 0.0, 0, 0, 0, 0, 0, 0},
-    {"gn f16 nchw odd spatial", GN, F16, 3, 12, 5, 7, 4, 0, 3, 1, 0, 0, 0, 0, 1, 1, 0, 0.0, 0, 0, 0, 0, 0, 0},
-    {"gn bf16 inference", GN, BF16, 3, 64, 8, 8, 16, 1, 0, 2, 2, 0, 1, 0, 0, 0, 0, 0.0, 0, 0, 0, 0, 0, 0},
-    {"in bf16 nchw inference", IN, BF16, 4, 16, 20, 20, 0, 0, 0, 2, 0, 0, 1, 0, 0, 0, 0, 1.0, 0, 0, 0, 0, 0, 0},
-    {"in f32 nchw exchange", IN, F32, 2, 8, 96, 96, 0, 0, 0, 3, 1, 1, 0, 0, 1, 0, 0, 0.0, 0, 0, 0, 0, 0, 0},
-    {"in bf16 nhwc no params", IN, BF16, 3, 24, 14, 14, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0.0, 0, 0, 0, 0, 0, 0},
-    {"bn bf16 nhwc exchange", BN, BF16, 32, 64, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.25, 0, 0, 0, 0, 0, 0},
-    {"bn f16 nchw exchange", BN, F16, 16, 32, 32, 32, 0, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 0.0, 0, 0, 0, 0, 0, 0},
-    {"bn bf16 nhwc 2d input", BN, BF16, 1000, 64, 1, 1, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.0, 0, 0, 0, 0, 0, 0},
-    {"bn f32 nchw odd", BN, F32, 7, 5, 3, 11, 0, 0, 1, 1, 1, 0, 0, 1, 1, 2, 0, 0.0, 0, 0, 0, 0, 0, 0},
-    {"bn f16 nchw inference", BN, F16, 4, 16, 16, 16, 0, 0, 0, 1, 1, 0, 1, 1, 0, 0, 0, 0.0, 0, 0, 0, 0, 0, 0},
-    {"bn bf16 training no running", BN, BF16, 4, 32, 8, 8, 0, 1, 0, 2, 0, 1, 0, 0, 1, 3, 0, 0.0, 0, 0, 0, 0, 0, 0},
-    {"gn bf16 nhwc misaligned", GN, BF16, 2, 64, 12, 12, 8, 1, 0, 2, 2, 0, 0, 0, 1, 1, 1, 0.0, 0, 1, 0, 0, 0, 0},
-    {"bn f32 nchw misaligned", BN, F32, 4, 16, 8, 8, 0, 0, 0, 1, 1, 0, 0, 1, 1, 0, 1, 0.0, 0, 0, 0, 0, 0, 0},
-    {"bn bf16 nhwc fallback", BN, BF16, 32, 8, 96, 96, 0, 1, 0, 2, 2, 0, 0, 1, 1, 0, 0, 1.0, 16, 1, 0, 0, 0, 0},
-    {"gn f16 nchw fallback", GN, F16, 1, 32, 192, 192, 1, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.0, 16, 0, 0, 0, 0, 0},
-    {"in bf16 nhwc many tiles", IN, BF16, 2, 32, 64, 64, 0, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 16, 0, 0, 0, 0, 0},
-    {"gn bf16 nhwc 3 blocks per SM", GN, BF16, 8, 256, 32, 32, 32, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 0, 0, 3, 0, 0, 0},
-    {"bn bf16 nhwc 2 blocks per SM", BN, BF16, 16, 64, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 0, 0, 1.0, 0, 1, 2, 0, 0, 0},
-    {"in f16 nchw 3 blocks per SM", IN, F16, 2, 16, 96, 96, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0.0, 16, 0, 3, 0, 0, 0},
-    {"gn bf16 nhwc offset 8", GN, BF16, 2, 64, 16, 16, 4, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 8.0, 0, 0, 0, 0, 0, 0},
-    {"gn bf16 n 0", GN, BF16, 0, 32, 4, 4, 4, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.0, 0, 0, 0, 0, 0, 0},
-    {"gn bf16 nhwc cluster 2", GN, BF16, 4, 128, 16, 16, 32, 1, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 1, 0, 2, 0, 0},
-    {"gn f16 nhwc cluster 8 recomputed", GN, F16, 2, 256, 32, 48, 8, 1, 0, 1, 1, 0, 0, 0, 1, 0, 0, 1.5, 0, 0, 0, 8,
-     0, 0},
-    {"in f32 nhwc cluster 4 gap", IN, F32, 3, 40, 10, 6, 0, 1, 8, 1, 2, 0, 0, 0, 1, 2, 0, 0.5, 0, 1, 0, 4, 0, 0},
-    {"gn bf16 nhwc cluster misaligned", GN, BF16, 2, 64, 12, 12, 8, 1, 0, 2, 2, 0, 0, 0, 1, 3, 1, 0.0, 0, 1, 0, 2, 0,
-     0},
-    {"gn bf16 inference cluster 1", GN, BF16, 3, 64, 8, 8, 16, 1, 0, 2, 2, 0, 1, 0, 0, 0, 0, 0.0, 0, 0, 0, 1, 0, 0},
-    {"gn bf16 nhwc odd hw cluster 8", GN, BF16, 2, 96, 7, 9, 4, 1, 0, 3, 2, 1, 0, 0, 1, 0, 0, 2.0, 0, 0, 0, 8, 0, 0},
-    {"in bf16 nhwc no params cluster 4", IN, BF16, 3, 24, 14, 14, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0.0, 0, 0, 0, 4,
-     0, 0},
-    {"gn bf16 nhwc cluster by choice", GN, BF16, 66, 64, 32, 32, 16, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 0, 0, 0, 0,
-     0, 0},
-    {"gn bf16 nhwc cluster off", GN, BF16, 66, 64, 32, 32, 16, 1, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.5, 0, 0, 0, -1, 0, 0},
-    {"bn f32 nhwc stream misaligned", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0, 1, 1.0, 0, 1, 0, 0, 1, 0},
-    {"bn bf16 nhwc stream odd rows gap", BN, BF16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 0, 0, 0, 2.0, 0, 1, 0, 0, 1, 0},
-    {"bn f16 nhwc stream 3 windows", BN, F16, 16, 192, 24, 20, 0, 1, 0, 1, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 0, 0, 0, 1, 0},
-    {"bn f32 nhwc stream two-pass misaligned", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 1, 0, 1, 1.0, 0, 1, 0, 0,
-     2, 0},
-    {"bn bf16 nhwc stream two-pass odd rows gap", BN, BF16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 1, 1, 0, 2.0, 0, 1, 0,
-     0, 2, 0},
-    {"bn f16 nhwc stream two-pass 3 windows", BN, F16, 16, 192, 24, 20, 0, 1, 0, 1, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 0, 0,
-     0, 2, 0},
-    {"bn bf16 nhwc stream two-pass big", BN, BF16, 64, 128, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 0, 0, 0, 2,
-     0},
-    {"bn bf16 nhwc stream off", BN, BF16, 16, 64, 16, 16, 0, 1, 0, 2, 2, 0, 0, 1, 0, 0, 0, 0.5, 0, 0, 0, 0, -1, 0},
-    /* the persistent cluster grid: more segments than resident clusters, so clusters draw several */
-    {"gn bf16 nhwc persist cluster 8", GN, BF16, 200, 64, 32, 32, 16, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 1.0, 0, 0, 0, 8,
-     0, 1},
-    {"in f16 nhwc persist cluster 4 gap", IN, F16, 150, 32, 16, 16, 0, 1, 8, 1, 2, 0, 0, 0, 1, 2, 0, 0.5, 0, 1, 0, 4, 0,
-     1},
-    {"gn bf16 nhwc persist by choice", GN, BF16, 66, 64, 32, 32, 16, 1, 0, 2, 2, 1, 0, 0, 1, 1, 0, 0.5, 0, 0, 0, 0,
-     0, 1},
-    {"gn f32 nhwc persist misaligned cluster 2", GN, F32, 40, 32, 8, 8, 8, 1, 0, 1, 1, 0, 0, 0, 1, 3, 1, 0.0, 0, 1,
-     0, 2,
-     0, 1},
-    {"gn bf16 inference persist cluster 1", GN, BF16, 300, 64, 8, 8, 16, 1, 0, 2, 2, 0, 1, 0, 0, 0, 0, 0.0, 0, 1, 0,
-     1, 0,
-     1},
+     * blocks, cluster, stream */
+    {"gn bf16 nhwc 32 groups", GN, BF16, 4, 128, 16, 16, 32, 1, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 1, 0, 0, 0},
+    {"gn bf16 nchw 32 groups", GN, BF16, 4, 128, 16, 16, 32, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 1, 0, 0, 0},
+    {"bn bf16 nhwc running", BN, BF16, 8, 64, 12, 12, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 1, 0, 0, 0},
+    {"bn f32 nchw recomputed", BN, F32, 6, 24, 9, 16, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 2.0, 0, 1, 0, 0, 0},
+    {"in f16 nhwc gap", IN, F16, 3, 40, 10, 6, 0, 1, 8, 1, 2, 0, 0, 0, 1, 1, 0, 0.0, 0, 1, 0, 0, 0},
+    {"bn bf16 nhwc inference", BN, BF16, 5, 48, 7, 7, 0, 1, 0, 2, 1, 0, 1, 1, 0, 0, 0, 0.0, 0, 1, 0, 0, 0},
+    {"gn f16 nhwc exchange", GN, F16, 2, 256, 32, 48, 8, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 1.5, 0, 0, 0, 0, 0},
+    {"gn bf16 nchw 1 group", GN, BF16, 2, 64, 40, 40, 1, 0, 0, 3, 2, 1, 0, 0, 1, 1, 0, 0.0, 0, 0, 0, 0, 0},
+    {"gn f32 nhwc groups = C", GN, F32, 3, 32, 5, 7, 32, 1, 0, 1, 1, 0, 0, 0, 1, 2, 0, 0.5, 0, 0, 0, 0, 0},
+    {"gn bf16 nhwc C/2 groups odd C", GN, BF16, 2, 22, 9, 9, 11, 1, 0, 2, 2, 0, 0, 0, 1, 3, 0, 0.0, 0, 0, 0, 0, 0},
+    {"gn f16 nchw odd spatial", GN, F16, 3, 12, 5, 7, 4, 0, 3, 1, 0, 0, 0, 0, 1, 1, 0, 0.0, 0, 0, 0, 0, 0},
+    {"gn bf16 inference", GN, BF16, 3, 64, 8, 8, 16, 1, 0, 2, 2, 0, 1, 0, 0, 0, 0, 0.0, 0, 0, 0, 0, 0},
+    {"in bf16 nchw inference", IN, BF16, 4, 16, 20, 20, 0, 0, 0, 2, 0, 0, 1, 0, 0, 0, 0, 1.0, 0, 0, 0, 0, 0},
+    {"in f32 nchw exchange", IN, F32, 2, 8, 96, 96, 0, 0, 0, 3, 1, 1, 0, 0, 1, 0, 0, 0.0, 0, 0, 0, 0, 0},
+    {"in bf16 nhwc no params", IN, BF16, 3, 24, 14, 14, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0.0, 0, 0, 0, 0, 0},
+    {"bn bf16 nhwc exchange", BN, BF16, 32, 64, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.25, 0, 0, 0, 0, 0},
+    {"bn f16 nchw exchange", BN, F16, 16, 32, 32, 32, 0, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 0.0, 0, 0, 0, 0, 0},
+    {"bn bf16 nhwc 2d input", BN, BF16, 1000, 64, 1, 1, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.0, 0, 0, 0, 0, 0},
+    {"bn f32 nchw odd", BN, F32, 7, 5, 3, 11, 0, 0, 1, 1, 1, 0, 0, 1, 1, 2, 0, 0.0, 0, 0, 0, 0, 0},
+    {"bn f16 nchw inference", BN, F16, 4, 16, 16, 16, 0, 0, 0, 1, 1, 0, 1, 1, 0, 0, 0, 0.0, 0, 0, 0, 0, 0},
+    {"bn bf16 training no running", BN, BF16, 4, 32, 8, 8, 0, 1, 0, 2, 0, 1, 0, 0, 1, 3, 0, 0.0, 0, 0, 0, 0, 0},
+    {"gn bf16 nhwc misaligned", GN, BF16, 2, 64, 12, 12, 8, 1, 0, 2, 2, 0, 0, 0, 1, 1, 1, 0.0, 0, 1, 0, 0, 0},
+    {"bn f32 nchw misaligned", BN, F32, 4, 16, 8, 8, 0, 0, 0, 1, 1, 0, 0, 1, 1, 0, 1, 0.0, 0, 0, 0, 0, 0},
+    {"bn bf16 nhwc fallback", BN, BF16, 32, 8, 96, 96, 0, 1, 0, 2, 2, 0, 0, 1, 1, 0, 0, 1.0, 16, 1, 0, 0, 0},
+    {"gn f16 nchw fallback", GN, F16, 1, 32, 192, 192, 1, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.0, 16, 0, 0, 0, 0},
+    {"in bf16 nhwc many tiles", IN, BF16, 2, 32, 64, 64, 0, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 16, 0, 0, 0, 0},
+    {"gn bf16 nhwc 3 blocks per SM", GN, BF16, 8, 256, 32, 32, 32, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 0, 0, 3, 0, 0},
+    {"bn bf16 nhwc 2 blocks per SM", BN, BF16, 16, 64, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 0, 0, 1.0, 0, 1, 2, 0, 0},
+    {"in f16 nchw 3 blocks per SM", IN, F16, 2, 16, 96, 96, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0.0, 16, 0, 3, 0, 0},
+    {"gn bf16 nhwc offset 8", GN, BF16, 2, 64, 16, 16, 4, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 8.0, 0, 0, 0, 0, 0},
+    {"gn bf16 n 0", GN, BF16, 0, 32, 4, 4, 4, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.0, 0, 0, 0, 0, 0},
+    {"gn bf16 nhwc cluster 2", GN, BF16, 4, 128, 16, 16, 32, 1, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 1, 0, 2, 0},
+    {"gn f16 nhwc cluster 8 recomputed", GN, F16, 2, 256, 32, 48, 8, 1, 0, 1, 1, 0, 0, 0, 1, 0, 0, 1.5, 0, 0, 0, 8, 0},
+    {"in f32 nhwc cluster 4 gap", IN, F32, 3, 40, 10, 6, 0, 1, 8, 1, 2, 0, 0, 0, 1, 2, 0, 0.5, 0, 1, 0, 4, 0},
+    {"gn bf16 nhwc cluster misaligned", GN, BF16, 2, 64, 12, 12, 8, 1, 0, 2, 2, 0, 0, 0, 1, 3, 1, 0.0, 0, 1, 0, 2, 0},
+    {"gn bf16 inference cluster 1", GN, BF16, 3, 64, 8, 8, 16, 1, 0, 2, 2, 0, 1, 0, 0, 0, 0, 0.0, 0, 0, 0, 1, 0},
+    {"gn bf16 nhwc odd hw cluster 8", GN, BF16, 2, 96, 7, 9, 4, 1, 0, 3, 2, 1, 0, 0, 1, 0, 0, 2.0, 0, 0, 0, 8, 0},
+    {"in bf16 nhwc no params cluster 4", IN, BF16, 3, 24, 14, 14, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0.0, 0, 0, 0, 4, 0},
+    {"gn bf16 nhwc cluster by choice", GN, BF16, 66, 64, 32, 32, 16, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 0, 0, 0, 0, 0},
+    {"gn bf16 nhwc cluster off", GN, BF16, 66, 64, 32, 32, 16, 1, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.5, 0, 0, 0, -1, 0},
+    {"bn f32 nhwc stream misaligned", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0, 1, 1.0, 0, 1, 0, 0, 1},
+    {"bn bf16 nhwc stream odd rows gap", BN, BF16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 0, 0, 0, 2.0, 0, 1, 0, 0, 1},
+    {"bn f16 nhwc stream 3 windows", BN, F16, 16, 192, 24, 20, 0, 1, 0, 1, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 0, 0, 0, 1},
+    {"bn f32 nhwc stream two-pass misaligned", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 1, 0, 1, 1.0, 0, 1, 0,
+     0, 2},
+    {"bn bf16 nhwc stream two-pass odd rows gap", BN, BF16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 1, 1, 0, 2.0, 0, 1,
+     0, 0, 2},
+    {"bn f16 nhwc stream two-pass 3 windows", BN, F16, 16, 192, 24, 20, 0, 1, 0, 1, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 0,
+     0, 0, 2},
+    {"bn bf16 nhwc stream two-pass big", BN, BF16, 64, 128, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 0, 0, 0,
+     2},
+    {"bn bf16 nhwc stream off", BN, BF16, 16, 64, 16, 16, 0, 1, 0, 2, 2, 0, 0, 1, 0, 0, 0, 0.5, 0, 0, 0, 0, -1},
 };
 #undef F32
 #undef F16
@@ -329,10 +311,7 @@ static int run_gpu(run *r, frost_graph *g, const frost__device *dev, int backwar
         setenv("FROST_CNORM_CLUSTER", cluster, 1);
     if (c->stream)
         setenv("FROST_CNORM_STREAM", c->stream == 2 ? "2" : c->stream > 0 ? "1" : "0", 1);
-    if (c->persist)
-        setenv("FROST_CNORM_PERSIST", "1", 1);
     const int built = tu_run_cuda(g, dev, &slots, c->misalign, repeat);
-    unsetenv("FROST_CNORM_PERSIST");
     unsetenv("FROST_CNORM_TILE_KB");
     unsetenv("FROST_CNORM_BLOCKS");
     unsetenv("FROST_CNORM_CLUSTER");
@@ -420,12 +399,12 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
     char desc[352];
     snprintf(desc, sizeof desc,
              "%s: %s %s [%lld, %lld, %lld, %lld] G %d %s gap %d scale %d bias %d%s%s%s%s saved %d%s offset %g tile_kb %d "
-             "blocks %d cluster %d stream %d%s",
+             "blocks %d cluster %d stream %d",
              c->name, kind_names[c->kind], frost_dtype_name(c->dtype), (long long)c->n, (long long)c->c,
              (long long)c->h, (long long)c->w, c->groups, c->nhwc ? "nhwc" : "nchw", c->n_gap, c->scale, c->bias,
              c->zc ? " zc" : "", c->inference ? " inference" : "", c->running ? " running" : "",
              c->backward ? " +bwd" : "", c->saved, c->misalign ? " misaligned" : "", c->offset, c->tile_kb,
-             c->blocks, c->cluster, c->stream, c->persist ? " persist" : "");
+             c->blocks, c->cluster, c->stream);
     tu_set_context("test_chan_norm_gpu", seed, index, desc);
     const frost__device *dev = gpu->device;
     tu_rng rng = tu_rng_make(seed * 1000003u + (uint64_t)index);
@@ -466,11 +445,6 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
             tu_failf("explain does not name the cuda kernel:\n%s", explain);
         if (c->n > 0 && (clustered ? c->kind == BN || !c->nhwc || c->cluster < 0 : want_cluster))
             tu_failf("cluster path %s for this case:\n%s", clustered ? "taken" : "not taken", explain);
-        /* its persistent form only when asked for */
-        if (clustered && (strstr(explain, "persistent") != NULL) != (c->persist != 0))
-            tu_failf("persistent cluster grid %s for this case:\n%s", c->persist ? "not taken" : "taken", explain);
-        if (strstr(c->name, "persist") && !clustered)
-            tu_failf("expected the cluster path:\n%s", explain);
         /* the stream path (opt-in): BatchNorm training on NHWC; the table's "stream" cases take it */
         const int want_stream = c->kind == BN && c->nhwc && !c->inference && strstr(c->name, "stream") && c->stream > 0;
         if (c->n > 0 && (streamed ? c->kind != BN || !c->nhwc || c->inference || c->stream <= 0 : want_stream))
@@ -542,7 +516,6 @@ static ccase random_case(uint64_t seed, int index)
     static const int clusters[] = {0, 0, 1, 2, 4, 8};
     c.cluster = clusters[tu_int(&rng, 0, 5)];
     c.stream = (int)tu_int(&rng, 0, 2);
-    c.persist = (int)tu_int(&rng, 0, 1);
     return c;
 }
 

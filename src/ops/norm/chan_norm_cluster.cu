@@ -68,13 +68,6 @@ FROST_DEVICE void cc_ld_remote_v2(float v[2], const float *local, unsigned rank)
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(cn_smem_addr(local)), "r"(rank));
     asm volatile("ld.shared::cluster.v2.f32 {%0,%1}, [%2];" : "=f"(v[0]), "=f"(v[1]) : "r"(remote) : "memory");
 }
-/* Stores v at the address `local` has in block `rank`'s shared memory. */
-FROST_DEVICE void cc_st_remote_s32(int *local, unsigned rank, int v)
-{
-    uint32_t remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(cn_smem_addr(local)), "r"(rank));
-    asm volatile("st.shared::cluster.s32 [%0], %1;" ::"r"(remote), "r"(v) : "memory");
-}
 FROST_DEVICE unsigned cc_rank(void)
 {
     unsigned r;
@@ -102,11 +95,6 @@ FROST_DEVICE void cc_ld_remote_v2(float v[2], const float *local, unsigned rank)
     v[0] = v[1] = 0.0f;
     __trap();
 }
-FROST_DEVICE void cc_st_remote_s32(int *local, unsigned rank, int v)
-{
-    (void)local, (void)rank, (void)v;
-    __trap();
-}
 FROST_DEVICE unsigned cc_rank(void)
 {
     return 0;
@@ -129,10 +117,7 @@ FROST_DEVICE void cc_cluster_sync(void)
 
 /* ---- shared memory and the thread's place ------------------------------------------------ */
 typedef struct cc_smem {
-    unsigned char *tiles;   /* the tile buffers (tile_bufs of them): x, then dy, rows x cw each */
-    uint32_t tile, buf;     /* bytes of one tile and of one buffer */
-    frost_io *x, *dy;       /* the current segment's tiles */
-    int *slot;              /* persistent grid: rank 0 stores its draws here in every block */
+    frost_io *x, *dy;       /* tiles, rows x cw */
     float *ch0, *ch1, *ch2; /* per channel: sums, then coefficients */
     float *ch3;             /* per channel: forward bias, backward w_eff */
     float *rec;             /* per set: count, mean, M2, - (read by the cluster) */
@@ -144,13 +129,9 @@ typedef struct cc_smem {
 FROST_DEVICE void cc_carve(const cnorm_params *p, unsigned char *base, int tensors, cc_smem *m)
 {
     const uint64_t tile = CNORM_ALIGN16((uint64_t)p->rows * (uint64_t)p->cw * sizeof(frost_io));
-    m->tiles = base;
-    m->tile = (uint32_t)tile;
-    m->buf = (uint32_t)(tensors * tile);
     m->x = (frost_io *)base;
     m->dy = (frost_io *)(base + tile);
-    m->slot = (int *)(base + (uint64_t)(p->tile_bufs * tensors) * tile);
-    float *f = (float *)(m->slot + 4);
+    float *f = (float *)(base + (uint64_t)tensors * tile);
     m->ch0 = f;
     m->ch1 = f + p->cw;
     m->ch2 = f + 2 * p->cw;
@@ -247,97 +228,6 @@ FROST_DEVICE void cc_stats(const cnorm_params *p, const cnorm_tile *tl, const cc
     }
 }
 
-/* ---- which segment a cluster works on --------------------------------------------------- */
-/* tile_bufs = 1: the grid is every tile and cluster i works on segment i.  tile_bufs = 2: a
- * persistent grid whose clusters draw segments from the workspace counter.  Rank 0 draws one
- * segment ahead of the loads and stores each draw into every block's slot (distributed
- * shared memory) before a cluster barrier; each block reads its own slot after it.  No block
- * reads another's shared memory for this, so none can do it after that block has exited (a
- * cluster that draws nothing leaves right after its first draw).  cur: this iteration's
- * segment; nxt: the next one, whose tiles load while cur is worked on (num_segments: none). */
-typedef struct cc_sched {
-    int cur, nxt;
-} cc_sched;
-
-/* Rank 0: the next segment from the counter (num_segments once all are drawn), into slot i
- * of every block of the cluster. */
-FROST_DEVICE void cc_draw(const cnorm_params *p, const cc_smem *m, int i)
-{
-    const uint32_t v = atomicAdd((uint32_t *)(p->ws + p->off_count), 1u);
-    const int seg = v < (uint32_t)p->num_segments ? (int)v : p->num_segments;
-    for (unsigned r = 0; r < CLUSTER; r++)
-        cc_st_remote_s32(m->slot + i, r, seg);
-}
-
-FROST_DEVICE cc_sched cc_sched_begin(const cnorm_params *p, const cc_smem *m)
-{
-    cc_sched sc;
-    if (p->tile_bufs < 2) {
-        sc.cur = (int)blockIdx.x / CLUSTER;
-        sc.nxt = p->num_segments;
-        return sc;
-    }
-    cc_cluster_sync(); /* every block of the cluster runs: its shared memory takes stores */
-    if (cc_rank() == 0 && threadIdx.x == 0) {
-        cc_draw(p, m, 0);
-        cc_draw(p, m, 1);
-    }
-    cc_cluster_sync();
-    sc.cur = m->slot[0];
-    sc.nxt = m->slot[1];
-    return sc;
-}
-
-/* Rank 0 draws the segment after the next into slot 1; call after a cluster barrier that
- * follows every block's read of its slot 1, before this iteration's last arrive. */
-FROST_DEVICE void cc_sched_draw(const cnorm_params *p, const cc_smem *m)
-{
-    if (p->tile_bufs >= 2 && cc_rank() == 0 && threadIdx.x == 0)
-        cc_draw(p, m, 1);
-}
-
-/* After the barrier that ends an iteration: the next segment becomes current. */
-FROST_DEVICE void cc_sched_next(const cnorm_params *p, const cc_smem *m, cc_sched *sc)
-{
-    sc->cur = sc->nxt;
-    sc->nxt = p->tile_bufs >= 2 && sc->cur < p->num_segments ? m->slot[1] : p->num_segments;
-}
-
-/* Starts the loads of this block's tile of segment seg (x, and dy when tensors is 2) into
- * buffer buf, as one cp.async group. */
-FROST_DEVICE void cc_issue(const cnorm_params *p, const cc_smem *m, const cc_map *w, int seg, int buf, int tensors)
-{
-    const cnorm_tile tl = cn_tile(p, seg * p->k_tiles + (int)cc_rank());
-    unsigned char *b = m->tiles + (uint32_t)buf * m->buf;
-    cc_load(p, &tl, w, (const frost_io *)p->x, p->x_sn, (frost_io *)b);
-    if (tensors > 1)
-        cc_load(p, &tl, w, (const frost_io *)p->dy, p->dy_sn, (frost_io *)(b + m->tile));
-    cn_cp_async_commit();
-}
-
-/* The top of an iteration: the current segment's buffers, the next segment's loads
- * started; returns whether they were (the wait for the current tiles leaves them out). */
-FROST_DEVICE bool cc_begin_iteration(const cnorm_params *p, cc_smem *m, const cc_map *w, const cc_sched *sc, int it,
-                                     int tensors)
-{
-    const int buf = it & (p->tile_bufs - 1);
-    m->x = (frost_io *)(m->tiles + (uint32_t)buf * m->buf);
-    m->dy = (frost_io *)(m->tiles + (uint32_t)buf * m->buf + m->tile);
-    const bool ahead = sc->nxt < p->num_segments;
-    if (ahead)
-        cc_issue(p, m, w, sc->nxt, buf ^ 1, tensors);
-    return ahead;
-}
-
-FROST_DEVICE void cc_wait_tiles(bool ahead)
-{
-    if (ahead)
-        cn_cp_async_wait_prior();
-    else
-        cn_cp_async_wait_all();
-    __syncthreads();
-}
-
 /* ---- forward ---------------------------------------------------------------------------- */
 extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
     cnorm_cluster_fwd_kernel(const __grid_constant__ cnorm_params p)
@@ -345,67 +235,58 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
     extern __shared__ uint4 cnorm_smem[];
     cc_smem m;
     cc_carve(&p, (unsigned char *)cnorm_smem, 1, &m);
+    const cnorm_tile tl = cn_tile(&p, blockIdx.x);
     const cc_map w = cc_map_make(&p);
     const bool leader = cc_rank() == 0;
-    cc_sched sc = cc_sched_begin(&p, &m);
-    if (sc.cur < p.num_segments)
-        cc_issue(&p, &m, &w, sc.cur, 0, 1);
-    for (int it = 0;; it++) {
-        if (it > 0)
-            cc_sched_next(&p, &m, &sc);
-        if (sc.cur >= p.num_segments)
-            break;
-        const bool ahead = cc_begin_iteration(&p, &m, &w, &sc, it, 1);
-        const cnorm_tile tl = cn_tile(&p, sc.cur * p.k_tiles + (int)cc_rank());
-        /* the per-channel parameters while the tile lands: ch2 = w_eff, ch3 = bias */
-        for (int cl = threadIdx.x; cl < p.cw; cl += CNC_THREADS) {
-            const int c = tl.c0 + cl;
-            m.ch2[cl] = cn_weight(&p, c);
-            m.ch3[cl] = p.bias_dt != FROST_DT_NONE ? cn_param(p.bias, (int64_t)c * p.bias_sc, p.bias_dt) : 0.0f;
-        }
-        cc_wait_tiles(ahead);
-        cc_stats(&p, &tl, &w, &m);
-        cc_sched_draw(&p, &m);
-        cc_cluster_arrive(); /* this block is done reading the others' records */
-        for (int j = threadIdx.x; j < p.sets; j += CNC_THREADS) {
-            const float mean = m.fin[2 * j], var = m.fin[2 * j + 1] * p.inv_m, rstd = rsqrtf(var + p.eps);
-            m.fin[2 * j + 1] = rstd;
-            if (leader && p.mean)
-                p.mean[cn_stat_index(&p, tl.n, tl.c0, j, p.mean_sn, p.mean_ss)] = mean;
-            if (leader && p.inv_std)
-                p.inv_std[cn_stat_index(&p, tl.n, tl.c0, j, p.inv_sn, p.inv_ss)] = rstd;
-        }
-        __syncthreads();
-        /* y = x * a + b' per channel: a = rstd w_eff, b' = bias - mean a */
-        for (int cl = threadIdx.x; cl < p.cw; cl += CNC_THREADS) {
-            const int j = cl / p.cg;
-            const float a = m.fin[2 * j + 1] * m.ch2[cl];
-            m.ch0[cl] = a;
-            m.ch1[cl] = fmaf(-m.fin[2 * j], a, m.ch3[cl]);
-        }
-        __syncthreads();
-        if (w.r0 < w.per) {
-            float a[CN_VEC], b[CN_VEC];
-#pragma unroll
-            for (int k = 0; k < CN_VEC; k++) {
-                a[k] = m.ch0[w.u * CN_VEC + k];
-                b[k] = m.ch1[w.u * CN_VEC + k];
-            }
-            frost_io *g = (frost_io *)p.out + cc_goff(&p, &tl, &w, p.out_sn);
-            const frost_io *t = m.x + w.r0 * p.cw + w.u * CN_VEC;
-            const int64_t gstep = (int64_t)w.per * p.c;
-#pragma unroll 4
-            for (int r = w.r0; r < tl.nq; r += w.per, t += w.per * p.cw, g += gstep) {
-                float v[CN_VEC];
-                cn_tile_vec(t, 0, v);
-#pragma unroll
-                for (int k = 0; k < CN_VEC; k++)
-                    v[k] = fmaf(v[k], a[k], b[k]);
-                cc_store(&p, g, v);
-            }
-        }
-        cc_cluster_wait(); /* no block goes on while another may still read its records */
+    cc_load(&p, &tl, &w, (const frost_io *)p.x, p.x_sn, m.x);
+    /* the per-channel parameters while the tile lands: ch2 = w_eff, ch3 = bias */
+    for (int cl = threadIdx.x; cl < p.cw; cl += CNC_THREADS) {
+        const int c = tl.c0 + cl;
+        m.ch2[cl] = cn_weight(&p, c);
+        m.ch3[cl] = p.bias_dt != FROST_DT_NONE ? cn_param(p.bias, (int64_t)c * p.bias_sc, p.bias_dt) : 0.0f;
     }
+    cn_cp_async_wait_all();
+    __syncthreads();
+    cc_stats(&p, &tl, &w, &m);
+    cc_cluster_arrive(); /* this block is done reading the others' records */
+    for (int j = threadIdx.x; j < p.sets; j += CNC_THREADS) {
+        const float mean = m.fin[2 * j], var = m.fin[2 * j + 1] * p.inv_m, rstd = rsqrtf(var + p.eps);
+        m.fin[2 * j + 1] = rstd;
+        if (leader && p.mean)
+            p.mean[cn_stat_index(&p, tl.n, tl.c0, j, p.mean_sn, p.mean_ss)] = mean;
+        if (leader && p.inv_std)
+            p.inv_std[cn_stat_index(&p, tl.n, tl.c0, j, p.inv_sn, p.inv_ss)] = rstd;
+    }
+    __syncthreads();
+    /* y = x * a + b' per channel: a = rstd w_eff, b' = bias - mean a */
+    for (int cl = threadIdx.x; cl < p.cw; cl += CNC_THREADS) {
+        const int j = cl / p.cg;
+        const float a = m.fin[2 * j + 1] * m.ch2[cl];
+        m.ch0[cl] = a;
+        m.ch1[cl] = fmaf(-m.fin[2 * j], a, m.ch3[cl]);
+    }
+    __syncthreads();
+    if (w.r0 < w.per) {
+        float a[CN_VEC], b[CN_VEC];
+#pragma unroll
+        for (int k = 0; k < CN_VEC; k++) {
+            a[k] = m.ch0[w.u * CN_VEC + k];
+            b[k] = m.ch1[w.u * CN_VEC + k];
+        }
+        frost_io *g = (frost_io *)p.out + cc_goff(&p, &tl, &w, p.out_sn);
+        const frost_io *t = m.x + w.r0 * p.cw + w.u * CN_VEC;
+        const int64_t gstep = (int64_t)w.per * p.c;
+#pragma unroll 4
+        for (int r = w.r0; r < tl.nq; r += w.per, t += w.per * p.cw, g += gstep) {
+            float v[CN_VEC];
+            cn_tile_vec(t, 0, v);
+#pragma unroll
+            for (int k = 0; k < CN_VEC; k++)
+                v[k] = fmaf(v[k], a[k], b[k]);
+            cc_store(&p, g, v);
+        }
+    }
+    cc_cluster_wait(); /* no block leaves while another may still read its records */
 }
 
 /* ---- backward --------------------------------------------------------------------------- */
@@ -415,131 +296,122 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
     extern __shared__ uint4 cnorm_smem[];
     cc_smem m;
     cc_carve(&p, (unsigned char *)cnorm_smem, 2, &m);
+    const cnorm_tile tl = cn_tile(&p, blockIdx.x);
     const cc_map w = cc_map_make(&p);
     const int tid = threadIdx.x, cg = p.cg;
+    cc_load(&p, &tl, &w, (const frost_io *)p.x, p.x_sn, m.x);
+    cc_load(&p, &tl, &w, (const frost_io *)p.dy, p.dy_sn, m.dy);
+    /* while the tiles land: ch3 = w_eff per channel, and the saved statistics */
     const int both = CNORM_F_SAVED_MEAN | CNORM_F_SAVED_RSTD;
     const bool recompute = (p.flags & both) != both;
-    cc_sched sc = cc_sched_begin(&p, &m);
-    if (sc.cur < p.num_segments)
-        cc_issue(&p, &m, &w, sc.cur, 0, 2);
-    for (int it = 0;; it++) {
-        if (it > 0)
-            cc_sched_next(&p, &m, &sc);
-        if (sc.cur >= p.num_segments)
-            break;
-        const bool ahead = cc_begin_iteration(&p, &m, &w, &sc, it, 2);
-        const cnorm_tile tl = cn_tile(&p, sc.cur * p.k_tiles + (int)cc_rank());
-        /* while the tiles land: ch3 = w_eff per channel, and the saved statistics */
-        for (int cl = tid; cl < p.cw; cl += CNC_THREADS)
-            m.ch3[cl] = cn_weight(&p, tl.c0 + cl);
-        if (!recompute)
-            for (int j = tid; j < p.sets; j += CNC_THREADS) {
-                m.fin[2 * j] = p.mean[cn_stat_index(&p, tl.n, tl.c0, j, p.mean_sn, p.mean_ss)];
-                m.fin[2 * j + 1] = p.inv_std[cn_stat_index(&p, tl.n, tl.c0, j, p.inv_sn, p.inv_ss)];
-            }
-        cc_wait_tiles(ahead);
-        if (recompute) { /* per set: the saved mean / inv_std where given, else recomputed (with epsilon) */
-            cc_stats(&p, &tl, &w, &m); /* fin = (mean, M2); the A/B barrier below releases rec */
-            for (int j = tid; j < p.sets; j += CNC_THREADS) {
-                const float mean = (p.flags & CNORM_F_SAVED_MEAN)
-                                       ? p.mean[cn_stat_index(&p, tl.n, tl.c0, j, p.mean_sn, p.mean_ss)]
-                                       : m.fin[2 * j];
-                const float rstd = (p.flags & CNORM_F_SAVED_RSTD)
-                                       ? p.inv_std[cn_stat_index(&p, tl.n, tl.c0, j, p.inv_sn, p.inv_ss)]
-                                       : rsqrtf(m.fin[2 * j + 1] * p.inv_m + p.eps);
-                m.fin[2 * j] = mean;
-                m.fin[2 * j + 1] = rstd;
-            }
-            __syncthreads();
+    for (int cl = tid; cl < p.cw; cl += CNC_THREADS)
+        m.ch3[cl] = cn_weight(&p, tl.c0 + cl);
+    if (!recompute)
+        for (int j = tid; j < p.sets; j += CNC_THREADS) {
+            m.fin[2 * j] = p.mean[cn_stat_index(&p, tl.n, tl.c0, j, p.mean_sn, p.mean_ss)];
+            m.fin[2 * j + 1] = p.inv_std[cn_stat_index(&p, tl.n, tl.c0, j, p.inv_sn, p.inv_ss)];
         }
-        /* per channel: sum dy, sum dy (x - mean) */
-        float a[CN_VEC], b[CN_VEC];
+    cn_cp_async_wait_all();
+    __syncthreads();
+    if (recompute) {               /* per set: the saved mean / inv_std where given, else recomputed (with epsilon) */
+        cc_stats(&p, &tl, &w, &m); /* fin = (mean, M2); the A/B barrier below releases rec */
+        for (int j = tid; j < p.sets; j += CNC_THREADS) {
+            const float mean = (p.flags & CNORM_F_SAVED_MEAN)
+                                   ? p.mean[cn_stat_index(&p, tl.n, tl.c0, j, p.mean_sn, p.mean_ss)]
+                                   : m.fin[2 * j];
+            const float rstd = (p.flags & CNORM_F_SAVED_RSTD)
+                                   ? p.inv_std[cn_stat_index(&p, tl.n, tl.c0, j, p.inv_sn, p.inv_ss)]
+                                   : rsqrtf(m.fin[2 * j + 1] * p.inv_m + p.eps);
+            m.fin[2 * j] = mean;
+            m.fin[2 * j + 1] = rstd;
+        }
+        __syncthreads();
+    }
+    /* per channel: sum dy, sum dy (x - mean) */
+    float a[CN_VEC], b[CN_VEC];
+#pragma unroll
+    for (int k = 0; k < CN_VEC; k++)
+        a[k] = b[k] = 0.0f;
+    if (w.r0 < w.per) {
+        float mu[CN_VEC];
 #pragma unroll
         for (int k = 0; k < CN_VEC; k++)
-            a[k] = b[k] = 0.0f;
-        if (w.r0 < w.per) {
-            float mu[CN_VEC];
-#pragma unroll
-            for (int k = 0; k < CN_VEC; k++)
-                mu[k] = m.fin[2 * ((w.u * CN_VEC + k) / cg)];
-            const int first = w.r0 * p.cw + w.u * CN_VEC;
+            mu[k] = m.fin[2 * ((w.u * CN_VEC + k) / cg)];
+        const int first = w.r0 * p.cw + w.u * CN_VEC;
 #pragma unroll 4
-            for (int r = w.r0, s = first; r < tl.nq; r += w.per, s += w.per * p.cw) {
-                float vx[CN_VEC], vdy[CN_VEC];
-                cn_tile_vec(m.x, s, vx);
-                cn_tile_vec(m.dy, s, vdy);
-#pragma unroll
-                for (int k = 0; k < CN_VEC; k++) {
-                    a[k] += vdy[k];
-                    b[k] = fmaf(vdy[k], vx[k] - mu[k], b[k]);
-                }
-            }
-        }
-        cc_reduce(&p, &w, a, b, m.ch0, m.ch1, m.scratch);
-        if (p.want_rec) /* d_scale / d_bias records (n, c, tile) for cnorm_bwd_dparams_kernel */
-            for (int cl = tid; cl < p.cw; cl += CNC_THREADS) {
-                float *rec =
-                    (float *)(p.ws + p.off_rec) + (((int64_t)tl.n * p.c + tl.c0 + cl) * p.k_tiles + tl.index) * 2;
-                rec[0] = m.ch0[cl];
-                rec[1] = m.fin[2 * (cl / cg) + 1] * m.ch1[cl];
-            }
-        for (int j = tid; j < p.sets; j += CNC_THREADS) {
-            float sa = 0.0f, sb = 0.0f;
-            for (int k = 0; k < cg; k++) {
-                const int cl = j * cg + k;
-                const float wc = m.ch3[cl];
-                sa = fmaf(wc, m.ch0[cl], sa);
-                sb = fmaf(wc, m.ch1[cl], sb);
-            }
-            m.recb[2 * j] = sa;
-            m.recb[2 * j + 1] = sb;
-        }
-        cc_cluster_sync(); /* A, B out; with recompute, everyone is also done reading rec */
-        cc_sched_draw(&p, &m);
-        for (int j = tid; j < p.sets; j += CNC_THREADS) {
-            float sa = 0.0f, sb = 0.0f;
-            for (int i = 0; i < CLUSTER; i++) {
-                float v[2];
-                cc_ld_remote_v2(v, m.recb + 2 * j, (unsigned)i);
-                sa += v[0];
-                sb += v[1];
-            }
-            /* dx = dy * (r w) - x * cx + k, cx = r^3 B / M, k = mean cx - r A / M */
-            const float r = m.fin[2 * j + 1], cx = r * r * r * sb * p.inv_m;
-            m.rec[4 * j] = cx;
-            m.rec[4 * j + 1] = fmaf(m.fin[2 * j], cx, -r * sa * p.inv_m);
-        }
-        cc_cluster_arrive(); /* done reading the others' A, B (rec is this block's own from here) */
-        __syncthreads();
-        for (int cl = tid; cl < p.cw; cl += CNC_THREADS) {
-            const int j = cl / cg;
-            m.ch0[cl] = m.rec[4 * j + 1];
-            m.ch1[cl] = m.fin[2 * j + 1] * m.ch3[cl];
-            m.ch2[cl] = m.rec[4 * j];
-        }
-        __syncthreads();
-        if (w.r0 < w.per) {
-            float kk[CN_VEC], cdy[CN_VEC], cx[CN_VEC];
+        for (int r = w.r0, s = first; r < tl.nq; r += w.per, s += w.per * p.cw) {
+            float vx[CN_VEC], vdy[CN_VEC];
+            cn_tile_vec(m.x, s, vx);
+            cn_tile_vec(m.dy, s, vdy);
 #pragma unroll
             for (int k = 0; k < CN_VEC; k++) {
-                kk[k] = m.ch0[w.u * CN_VEC + k];
-                cdy[k] = m.ch1[w.u * CN_VEC + k];
-                cx[k] = m.ch2[w.u * CN_VEC + k];
-            }
-            frost_io *g = (frost_io *)p.out + cc_goff(&p, &tl, &w, p.out_sn);
-            const int64_t gstep = (int64_t)w.per * p.c;
-            const int first = w.r0 * p.cw + w.u * CN_VEC;
-#pragma unroll 4
-            for (int r = w.r0, s = first; r < tl.nq; r += w.per, s += w.per * p.cw, g += gstep) {
-                float vx[CN_VEC], vdy[CN_VEC];
-                cn_tile_vec(m.x, s, vx);
-                cn_tile_vec(m.dy, s, vdy);
-#pragma unroll
-                for (int k = 0; k < CN_VEC; k++)
-                    vx[k] = fmaf(vdy[k], cdy[k], fmaf(-vx[k], cx[k], kk[k]));
-                cc_store(&p, g, vx);
+                a[k] += vdy[k];
+                b[k] = fmaf(vdy[k], vx[k] - mu[k], b[k]);
             }
         }
-        cc_cluster_wait(); /* no block goes on while another may still read its A, B */
     }
+    cc_reduce(&p, &w, a, b, m.ch0, m.ch1, m.scratch);
+    if (p.want_rec) /* d_scale / d_bias records (n, c, tile) for cnorm_bwd_dparams_kernel */
+        for (int cl = tid; cl < p.cw; cl += CNC_THREADS) {
+            float *rec = (float *)(p.ws + p.off_rec) + (((int64_t)tl.n * p.c + tl.c0 + cl) * p.k_tiles + tl.index) * 2;
+            rec[0] = m.ch0[cl];
+            rec[1] = m.fin[2 * (cl / cg) + 1] * m.ch1[cl];
+        }
+    for (int j = tid; j < p.sets; j += CNC_THREADS) {
+        float sa = 0.0f, sb = 0.0f;
+        for (int k = 0; k < cg; k++) {
+            const int cl = j * cg + k;
+            const float wc = m.ch3[cl];
+            sa = fmaf(wc, m.ch0[cl], sa);
+            sb = fmaf(wc, m.ch1[cl], sb);
+        }
+        m.recb[2 * j] = sa;
+        m.recb[2 * j + 1] = sb;
+    }
+    cc_cluster_sync(); /* A, B out; with recompute, everyone is also done reading rec */
+    for (int j = tid; j < p.sets; j += CNC_THREADS) {
+        float sa = 0.0f, sb = 0.0f;
+        for (int i = 0; i < CLUSTER; i++) {
+            float v[2];
+            cc_ld_remote_v2(v, m.recb + 2 * j, (unsigned)i);
+            sa += v[0];
+            sb += v[1];
+        }
+        /* dx = dy * (r w) - x * cx + k, cx = r^3 B / M, k = mean cx - r A / M */
+        const float r = m.fin[2 * j + 1], cx = r * r * r * sb * p.inv_m;
+        m.rec[4 * j] = cx;
+        m.rec[4 * j + 1] = fmaf(m.fin[2 * j], cx, -r * sa * p.inv_m);
+    }
+    cc_cluster_arrive(); /* done reading the others' A, B (rec is this block's own from here) */
+    __syncthreads();
+    for (int cl = tid; cl < p.cw; cl += CNC_THREADS) {
+        const int j = cl / cg;
+        m.ch0[cl] = m.rec[4 * j + 1];
+        m.ch1[cl] = m.fin[2 * j + 1] * m.ch3[cl];
+        m.ch2[cl] = m.rec[4 * j];
+    }
+    __syncthreads();
+    if (w.r0 < w.per) {
+        float kk[CN_VEC], cdy[CN_VEC], cx[CN_VEC];
+#pragma unroll
+        for (int k = 0; k < CN_VEC; k++) {
+            kk[k] = m.ch0[w.u * CN_VEC + k];
+            cdy[k] = m.ch1[w.u * CN_VEC + k];
+            cx[k] = m.ch2[w.u * CN_VEC + k];
+        }
+        frost_io *g = (frost_io *)p.out + cc_goff(&p, &tl, &w, p.out_sn);
+        const int64_t gstep = (int64_t)w.per * p.c;
+        const int first = w.r0 * p.cw + w.u * CN_VEC;
+#pragma unroll 4
+        for (int r = w.r0, s = first; r < tl.nq; r += w.per, s += w.per * p.cw, g += gstep) {
+            float vx[CN_VEC], vdy[CN_VEC];
+            cn_tile_vec(m.x, s, vx);
+            cn_tile_vec(m.dy, s, vdy);
+#pragma unroll
+            for (int k = 0; k < CN_VEC; k++)
+                vx[k] = fmaf(vdy[k], cdy[k], fmaf(-vx[k], cx[k], kk[k]));
+            cc_store(&p, g, vx);
+        }
+    }
+    cc_cluster_wait();
 }

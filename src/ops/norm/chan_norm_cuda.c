@@ -194,8 +194,7 @@ static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
     k->num_tiles = (int32_t)geo->num_tiles;
     k->num_segments = (int32_t)geo->num_segments;
     k->arrivals = (int32_t)(geo->stream ? CNS_GROUPS(geo->k_tiles) : geo->k_tiles);
-    k->tile_bufs = geo->persist ? 2 : 1;
-    k->keep_windows = (int32_t)geo->keep_windows;
+    k->keep_rows = (int32_t)geo->keep_rows;
     k->pitch = (int32_t)(geo->cluster || geo->stream ? geo->cw : pl->nhwc ? CNORM_PITCH_NHWC(geo->cw) : geo->rows);
     /* developer tuning: FROST_CNORM_PREFETCH = 0 bulk, 1 lines (the default), 2 none */
     const char *pf = getenv("FROST_CNORM_PREFETCH");
@@ -244,7 +243,7 @@ static void plan_workspace(cnorm_plan *pl)
     /* the stream path's two-level merge: a counter and a record per tile group after the
      * segments' counters and the tiles' records */
     const int64_t groups = geo->stream ? geo->num_segments * CNS_GROUPS(geo->k_tiles) : 0;
-    pl->counters = geo->persist ? 1 : exchange && geo->resident ? geo->num_segments + groups : 0;
+    pl->counters = exchange && geo->resident ? geo->num_segments + groups : 0;
     k->off_count = at;
     at += frost__cnorm_align_up(pl->counters * 4, 256);
     k->off_part = at;
@@ -391,15 +390,8 @@ static frost_status cnorm_build(const frost_context *ctx, const frost__node *n, 
     if (pl->geo.smem > k->dyn_smem_set)
         return frost__fail(FROST_INTERNAL, "cuda channel norm: a tile needs %zu bytes of shared memory, the kernel "
                                            "allows %zu", pl->geo.smem, k->dyn_smem_set);
-    if (pl->geo.cluster) { /* one block per tile, or the clusters the device holds; the hardware places whole clusters */
+    if (pl->geo.cluster) { /* one block per tile; the hardware places whole clusters */
         pl->grid_main = (unsigned)pl->geo.num_tiles;
-        if (pl->geo.persist) { /* a cluster that finds no segment left exits: too many is only slower */
-            int64_t per_sm = blocks_fit(dev, k, CNC_THREADS, pl->geo.smem);
-            per_sm = per_sm < 1 ? 1 : per_sm > 3 ? 3 : per_sm; /* launch bounds: 3 */
-            int64_t grid = per_sm * dev->sm_count / pl->geo.cluster * pl->geo.cluster;
-            grid = grid < pl->geo.cluster ? pl->geo.cluster : grid;
-            pl->grid_main = (unsigned)(grid < pl->geo.num_tiles ? grid : pl->geo.num_tiles);
-        }
         return FROST_OK;
     }
     if (pl->geo.stream) { /* k_tiles blocks; one launch: all resident (the geometry counted CNS_MIN_BLOCKS per SM) */
@@ -521,9 +513,6 @@ static void cnorm_describe(const void *plan, frost__buf *out)
                                "through distributed shared memory in rank order (deterministic), grid %u x %d",
                           (long long)geo->rows, (long long)geo->cw, geo->smem, (long long)geo->num_segments,
                           (long long)geo->k_tiles, pl->backward ? " and dY" : "", pl->grid_main, CNC_THREADS);
-        if (geo->persist)
-            frost__buf_printf(out, "; persistent: each cluster draws segments from a counter and loads the next "
-                                   "one's tiles into a second buffer while it works on the current one");
         if (pl->use[ENTRY_DPARAMS])
             frost__buf_printf(out, "; d_scale / d_bias summed per channel by %s in fixed order",
                               pl->keys[ENTRY_DPARAMS].entry);
@@ -532,13 +521,11 @@ static void cnorm_describe(const void *plan, frost__buf *out)
     if (geo->stream == 2) {
         frost__buf_printf(out, "; NHWC, %lld windows of %lld channels, each cut into %lld tiles of %lld rows, one per "
                                "block of a grid of %u x %d, in two launches: every window's %s (x%s from HBM; the "
-                               "last %lld window%s kept in L2) with a fixed-order merge in two levels (groups of %d "
-                               "tiles, then the groups; deterministic), then every window's output, last window "
-                               "first",
+                               "first %lld rows of each tile kept in L2) with a fixed-order merge in two levels "
+                               "(groups of %d tiles, then the groups; deterministic), then every window's output",
                           (long long)geo->windows, (long long)geo->cw, (long long)geo->k_tiles, (long long)geo->rows,
                           pl->grid_main, CNC_THREADS, pl->backward ? "sum dY and sum dY (x - mean)" : "statistics",
-                          pl->backward ? " and dY" : "", (long long)geo->keep_windows,
-                          geo->keep_windows == 1 ? "" : "s", CNS_GROUP);
+                          pl->backward ? " and dY" : "", (long long)geo->keep_rows, CNS_GROUP);
         return;
     }
     if (geo->stream) {

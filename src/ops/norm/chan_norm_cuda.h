@@ -31,10 +31,9 @@ typedef struct cnorm_geometry {
     int64_t blocks;  /* resident blocks per SM; a wave is one tile per block */
     int resident;    /* one HBM pass; else statistics, finalize, apply */
     int64_t cluster; /* > 0: the cluster path, a segment's k_tiles = cluster tiles in one cluster */
-    int persist;     /* the cluster path's persistent form: two tile buffers, segments drawn from a counter */
     int stream;      /* the stream path: one tile of every window per block, the grid k_tiles blocks; 1 one
                         launch overlapping windows (all blocks resident), 2 two launches (statistics, output) */
-    int64_t keep_windows; /* stream path, two-pass form: windows the first launch keeps in L2 for the second */
+    int64_t keep_rows; /* stream path: the rows of a tile whose first read keeps them in L2 for the second */
     size_t smem;
 } cnorm_geometry;
 

@@ -218,12 +218,7 @@ int frost__cnorm_choose_geometry(const cnorm_shape *s, const cnorm_device *dev, 
  * clusters 2-8 tried at both target shapes, and the backward ran 1.13-1.20x faster with 32 KB
  * tiles of x and dy than with 64 KB ones.  Chosen only when the segments fill every SM at
  * least once; FROST_CNORM_CLUSTER = 0 turns the path off, 1 / 2 / 4 / 8 forces that many
- * tiles per segment (any occupancy, any tile size that fits).
- *
- * FROST_CNORM_PERSIST = 1 asks for the persistent form: a grid of the clusters the device
- * holds at once, each drawing segments from a counter and loading the next segment's tiles
- * (a second buffer) while it works on the current one; FROST_CNORM_CLUSTER_KB (16 to 1024)
- * sets the budget of one buffer's tiles. */
+ * tiles per segment (any occupancy, any tile size that fits). */
 #define CLUSTER_TILE_BYTES (64 * 1024)
 
 /* The windows the cluster and stream paths try, in order of preference: those whose pixel
@@ -247,14 +242,14 @@ static int preferred_windows(const cnorm_shape *s, int64_t window, int64_t min_r
     return count;
 }
 
-static int cluster_fits(const cnorm_shape *s, const cnorm_device *dev, int64_t cw, int64_t k, int forced, int bufs,
-                        int64_t tile_bytes, cnorm_geometry *out)
+static int cluster_fits(const cnorm_shape *s, const cnorm_device *dev, int64_t cw, int64_t k, int forced,
+                        cnorm_geometry *out)
 {
     const int64_t vec = 16 / s->esize, rows = frost__cnorm_ceil_div(s->hw, k);
     const size_t per_sm = dev->smem_per_sm - dev->reserved, budget = dev->optin < per_sm ? dev->optin : per_sm;
-    if ((k - 1) * rows >= s->hw || (!forced && rows * cw * s->esize * s->tensors > tile_bytes))
+    if ((k - 1) * rows >= s->hw || (!forced && rows * cw * s->esize * s->tensors > CLUSTER_TILE_BYTES))
         return 0;
-    const size_t smem = (size_t)CNC_SMEM_BYTES(rows, cw, cw / s->cg, s->esize, s->tensors * bufs, cw / vec);
+    const size_t smem = (size_t)CNC_SMEM_BYTES(rows, cw, cw / s->cg, s->esize, s->tensors, cw / vec);
     if (smem > budget)
         return 0;
     memset(out, 0, sizeof *out);
@@ -271,7 +266,6 @@ static int cluster_fits(const cnorm_shape *s, const cnorm_device *dev, int64_t c
     out->waves = frost__cnorm_ceil_div(out->num_tiles, dev->sms * out->blocks);
     out->resident = 1;
     out->cluster = k;
-    out->persist = bufs > 1;
     out->smem = smem;
     return 1;
 }
@@ -286,14 +280,11 @@ int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, c
     if ((env && env[0] == '0' && !env[1]) || dev->max_cluster < 1 || s->kind == FROST__CNORM_BATCH || !s->nhwc ||
         !s->vec_layout || s->n * s->hw * s->c == 0)
         return 0;
-    const char *persist = getenv("FROST_CNORM_PERSIST");
-    const int bufs = persist && persist[0] == '1' && !persist[1] ? 2 : 1;
-    const int64_t kb = env_int("FROST_CNORM_CLUSTER_KB", 16, 1024), tile_bytes = kb ? kb * 1024 : CLUSTER_TILE_BYTES;
     int64_t order[MAX_WIDTHS];
     const int count = preferred_windows(s, window, 1, order);
     for (int i = 0; i < count; i++)
         for (int64_t k = forced ? forced : 1; k <= (forced ? forced : dev->max_cluster); k *= 2)
-            if (cluster_fits(s, dev, order[i], k, forced != 0, bufs, tile_bytes, out))
+            if (cluster_fits(s, dev, order[i], k, forced != 0, out))
                 return forced || out->num_tiles >= dev->sms;
     return 0;
 }
@@ -318,13 +309,21 @@ int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cn
         dev->l2_bytes <= 0)
         return 0;
     int64_t order[MAX_WIDTHS];
-    const int count = preferred_windows(s, window, 32, order);
+    int count = preferred_windows(s, window, 32, order);
+    if (form == 2) { /* the two-pass form: the widest window, so that a tile's rows are the longest runs */
+        count = divisors(s->c, order);
+        for (int i = 0; i < count / 2; i++) {
+            const int64_t t = order[i];
+            order[i] = order[count - 1 - i], order[count - 1 - i] = t;
+        }
+    }
     const size_t per_sm = dev->smem_per_sm / CNS_MIN_BLOCKS - dev->reserved;
     for (int i = 0; i < count; i++) {
         const int64_t cw = order[i];
         const size_t smem = (size_t)CNS_SMEM_BYTES(cw, cw / vec);
         const int64_t window_bytes = rows_all * cw * s->esize * s->tensors;
-        if ((form == 1 && window_bytes > dev->l2_bytes / 3) || smem > per_sm || smem > dev->optin)
+        if (cw % s->cw_unit != 0 || cw / vec > CNC_THREADS || (window && cw != window) ||
+            (form == 1 && window_bytes > dev->l2_bytes / 3) || smem > per_sm || smem > dev->optin)
             continue;
         memset(out, 0, sizeof *out);
         const int64_t slots = dev->sms * CNS_MIN_BLOCKS;
@@ -343,8 +342,12 @@ int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cn
         out->blocks = CNS_MIN_BLOCKS;
         out->resident = 1;
         out->stream = form;
-        out->keep_windows = (int64_t)(dev->l2_bytes * 0.6) / window_bytes; /* the two-pass form's L2 reuse */
-        out->keep_windows = out->keep_windows < out->windows ? out->keep_windows : out->windows;
+        /* the rows of each tile whose first read keeps them in L2 for the second: all of them when
+         * one launch overlaps windows that fit, else the share of 60 % of L2 in all of x (and dy) */
+        out->keep_rows = out->rows;
+        if (form == 2 && window_bytes * out->windows > (int64_t)(dev->l2_bytes * 0.6))
+            out->keep_rows =
+                (int64_t)((double)out->rows * (dev->l2_bytes * 0.6) / (double)(window_bytes * out->windows));
         out->smem = smem;
         return 1;
     }

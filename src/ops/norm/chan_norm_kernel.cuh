@@ -113,8 +113,7 @@
 /* The cluster path (chan_norm_cluster.cu: GroupNorm / InstanceNorm, NHWC, 16-byte units,
  * sm_90): blocks of CNC_THREADS threads, a segment's k_tiles tiles in one thread-block
  * cluster of at most CNC_MAX_CLUSTER blocks.  Shared memory: the tiles (rows x cw
- * elements each, no padding; x, and dy for the backward, once or twice over: tile_bufs),
- * the segment slots, four per-channel and eight per-set float arrays, and the
+ * elements each, no padding), four per-channel and eight per-set float arrays, and the
  * scratch of the per-channel reduction: 2 x cw floats per row phase, one phase per warp
  * when a warp's lanes fold onto whole rows (units = cw / vec divides 32), else one per
  * row a block pass covers (CNC_THREADS / units). */
@@ -122,8 +121,8 @@
 #define CNC_WARPS (CNC_THREADS / 32)
 #define CNC_MAX_CLUSTER 8
 #define CNC_PHASES(units) (((units) <= 32 && 32 % (units) == 0) ? CNC_WARPS : CNC_THREADS / (units))
-#define CNC_SMEM_BYTES(rows, cw, sets, esize, tiles, units)                                                        \
-    ((tiles) * CNORM_ALIGN16((uint64_t)(rows) * (uint64_t)(cw) * (uint64_t)(esize)) + 16ull +                       \
+#define CNC_SMEM_BYTES(rows, cw, sets, esize, tensors, units)                                                      \
+    ((tensors) * CNORM_ALIGN16((uint64_t)(rows) * (uint64_t)(cw) * (uint64_t)(esize)) +                             \
      4ull * (4ull * (uint64_t)(cw) + 8ull * (uint64_t)(sets) + 2ull * (uint64_t)(cw) * (uint64_t)CNC_PHASES(units)))
 
 /* The stream path (chan_norm_stream.cu: BatchNorm training forward and backward with saved
@@ -175,14 +174,13 @@ typedef struct cnorm_params {
     int32_t bias_dt;
     int32_t pitch;        /* elements between rows of a shared tile: NHWC cw rounded up to 8, NCHW rows */
     int32_t prefetch;     /* next tile into L2: CNORM_PREFETCH_BULK, _LINES or _NONE */
-    int32_t keep_windows; /* stream path, two-pass form: the last windows the first pass keeps in L2 */
-    int32_t tile_bufs;    /* cluster path: 1, one segment per cluster; 2, a persistent grid whose blocks
-                             load the next segment's tiles while they work on the current one */
+    int32_t keep_rows;    /* stream path: the first reads of a tile's rows below this keep them in L2 (evict-last
+                             hint) for the second read; the others are read evict-first */
     float eps, momentum;
     float inv_m;          /* 1 / elements per set */
     float unbias;         /* M / (M - 1) (BatchNorm running variance) */
 } cnorm_params;
-#define CNORM_PARAMS_BYTES 344
+#define CNORM_PARAMS_BYTES 336
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
@@ -208,15 +206,6 @@ FROST_DEVICE void cn_cp_async16(void *smem, const void *gmem)
 FROST_DEVICE void cn_cp_async_wait_all(void)
 {
     asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
-}
-FROST_DEVICE void cn_cp_async_commit(void)
-{
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-/* Waits for all but the most recent committed group. */
-FROST_DEVICE void cn_cp_async_wait_prior(void)
-{
-    asm volatile("cp.async.wait_group 1;" ::: "memory");
 }
 FROST_DEVICE void cn_prefetch_l2(const void *gmem)
 {

@@ -202,7 +202,7 @@ FROST_DEVICE void cs_params(const cnorm_params *p, const cnorm_tile *tl, const c
 /* Tile t's rows: per-channel sums about the tile's first row into s1, s2, shift; then the
  * records, the arrival, and for the last arrival the window's merge. */
 FROST_DEVICE void cs_stats(const cnorm_params *p, const cnorm_tile *tl, int t, const cc_map *w, const cs_smem *m,
-                           uint64_t keep)
+                           uint64_t keep, uint64_t drop)
 {
     const bool hint = p->prefetch != CNORM_PREFETCH_NONE;
     float s[CN_VEC], a[CN_VEC], b[CN_VEC];
@@ -221,7 +221,7 @@ FROST_DEVICE void cs_stats(const cnorm_params *p, const cnorm_tile *tl, int t, c
 #pragma unroll
                 for (int i = 0; i < CS_BATCH; i++) {
                     if (r + i * w->per < tl->nq)
-                        cs_ld(v[i], c.g, hint, keep);
+                        cs_ld(v[i], c.g, hint, r + i * w->per < p->keep_rows ? keep : drop);
                     cs_advance(p, w, p->x_sn, &c);
                 }
 #pragma unroll
@@ -234,7 +234,7 @@ FROST_DEVICE void cs_stats(const cnorm_params *p, const cnorm_tile *tl, int t, c
             }
         for (; r < tl->nq; r += w->per) {
             float x[CN_VEC];
-            cs_unit(p, c.g, x, hint, keep);
+            cs_unit(p, c.g, x, hint, r < p->keep_rows ? keep : drop);
             cs_advance(p, w, p->x_sn, &c);
             cs_acc(x, s, a, b);
         }
@@ -325,19 +325,6 @@ FROST_DEVICE void cs_apply(const cnorm_params *p, const cnorm_tile *tl, const cc
     }
 }
 
-/* The two-pass form's window for step i: in order for the statistics, last first for the
- * output (the windows the first pass read last are still in L2). */
-FROST_DEVICE int cs_two_pass_window(const cnorm_params *p, int i)
-{
-    return p->mode == CNORM_MODE_APPLY ? p->windows - 1 - i : i;
-}
-
-/* The first pass's L2 policy for window s: keep the last keep_windows, drop the others. */
-FROST_DEVICE uint64_t cs_first_read(const cnorm_params *p, int s, uint64_t keep, uint64_t drop)
-{
-    return s >= p->windows - p->keep_windows ? keep : drop;
-}
-
 /* Block b owns tile b of every window.  Mode RESIDENT (the grid is k_tiles blocks, all
  * resident): the statistics of window s, then the output of window s - 1.  The two-pass
  * form: mode STATS, every window's statistics (no block waits: the last arrival merges);
@@ -351,11 +338,11 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
     const cc_map w = cc_map_make(&p);
     const uint64_t keep = cs_policy(true), drop = cs_policy(false);
     if (p.mode != CNORM_MODE_RESIDENT) {
-        for (int i = 0; i < p.windows; i++) {
-            const int s = cs_two_pass_window(&p, i), t = s * p.k_tiles + (int)blockIdx.x;
+        for (int s = 0; s < p.windows; s++) {
+            const int t = s * p.k_tiles + (int)blockIdx.x;
             const cnorm_tile tl = cn_tile(&p, t);
             if (p.mode == CNORM_MODE_STATS) {
-                cs_stats(&p, &tl, t, &w, &m, cs_first_read(&p, s, keep, drop));
+                cs_stats(&p, &tl, t, &w, &m, keep, drop);
             } else {
                 cs_params(&p, &tl, &m, 0);
                 cs_apply(&p, &tl, &w, &m, 0, drop);
@@ -369,7 +356,7 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
             const int t = s * p.k_tiles + (int)blockIdx.x;
             const cnorm_tile tl = cn_tile(&p, t);
             cs_params(&p, &tl, &m, s & 1);
-            cs_stats(&p, &tl, t, &w, &m, keep);
+            cs_stats(&p, &tl, t, &w, &m, keep, drop);
         }
         if (s > 0) {
             const cnorm_tile tl = cn_tile(&p, (s - 1) * p.k_tiles + (int)blockIdx.x);
@@ -404,7 +391,7 @@ FROST_DEVICE void cs_acc_bwd(const float x[CN_VEC], const float g[CN_VEC], const
 /* Tile t's rows: per channel sum dy and sum dy (x - mean) into the workspace records, the
  * arrival, and for the last arrival the window's merge, d_bias and d_scale. */
 FROST_DEVICE void cs_bwd_stats(const cnorm_params *p, const cnorm_tile *tl, int t, const cc_map *w, const cs_smem *m,
-                               int par, uint64_t keep)
+                               int par, uint64_t keep, uint64_t drop)
 {
     const bool hint = p->prefetch != CNORM_PREFETCH_NONE;
     const float *wb = m->wb + par * 3 * p->cw;
@@ -424,8 +411,9 @@ FROST_DEVICE void cs_bwd_stats(const cnorm_params *p, const cnorm_tile *tl, int 
 #pragma unroll
                 for (int i = 0; i < CS_BATCH / 2; i++) {
                     if (r + i * w->per < tl->nq) {
-                        cs_ld(vx[i], cx.g, hint, keep);
-                        cs_ld(vg[i], cg.g, hint, keep);
+                        const uint64_t pol = r + i * w->per < p->keep_rows ? keep : drop;
+                        cs_ld(vx[i], cx.g, hint, pol);
+                        cs_ld(vg[i], cg.g, hint, pol);
                     }
                     cs_advance(p, w, p->x_sn, &cx);
                     cs_advance(p, w, p->dy_sn, &cg);
@@ -441,8 +429,9 @@ FROST_DEVICE void cs_bwd_stats(const cnorm_params *p, const cnorm_tile *tl, int 
             }
         for (; r < tl->nq; r += w->per) {
             float x[CN_VEC], g[CN_VEC];
-            cs_unit(p, cx.g, x, hint, keep);
-            cs_unit(p, cg.g, g, hint, keep);
+            const uint64_t pol = r < p->keep_rows ? keep : drop;
+            cs_unit(p, cx.g, x, hint, pol);
+            cs_unit(p, cg.g, g, hint, pol);
             cs_advance(p, w, p->x_sn, &cx);
             cs_advance(p, w, p->dy_sn, &cg);
             cs_acc_bwd(x, g, mu, a, b);
@@ -552,12 +541,12 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
     const cc_map w = cc_map_make(&p);
     const uint64_t keep = cs_policy(true), drop = cs_policy(false);
     if (p.mode != CNORM_MODE_RESIDENT) { /* the two-pass form, as in the forward */
-        for (int i = 0; i < p.windows; i++) {
-            const int s = cs_two_pass_window(&p, i), t = s * p.k_tiles + (int)blockIdx.x;
+        for (int s = 0; s < p.windows; s++) {
+            const int t = s * p.k_tiles + (int)blockIdx.x;
             const cnorm_tile tl = cn_tile(&p, t);
             cs_bwd_params(&p, &tl, &m, 0);
             if (p.mode == CNORM_MODE_STATS)
-                cs_bwd_stats(&p, &tl, t, &w, &m, 0, cs_first_read(&p, s, keep, drop));
+                cs_bwd_stats(&p, &tl, t, &w, &m, 0, keep, drop);
             else
                 cs_bwd_apply(&p, &tl, &w, &m, 0, drop);
             __syncthreads(); /* sums and coefficients are reused */
@@ -569,7 +558,7 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
             const int t = s * p.k_tiles + (int)blockIdx.x;
             const cnorm_tile tl = cn_tile(&p, t);
             cs_bwd_params(&p, &tl, &m, s & 1);
-            cs_bwd_stats(&p, &tl, t, &w, &m, s & 1, keep);
+            cs_bwd_stats(&p, &tl, t, &w, &m, s & 1, keep, drop);
         }
         if (s > 0) {
             const cnorm_tile tl = cn_tile(&p, (s - 1) * p.k_tiles + (int)blockIdx.x);
