@@ -241,7 +241,8 @@ static const cluster_case stream_cases[] = {
      "FROST_CNORM_STREAM=1", 32, 264},
     {"bn nchw: not this path", BN, 0, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=1", 0, 0},
     {"gn: not this path", GN, 1, 1, 32, 512, 4096, 32, 2, "FROST_CNORM_STREAM=1", 0, 0},
-    {"off by default", BN, 1, 1, 32, 512, 4096, 0, 2, NULL, 0, 0},
+    {"the two-launch form by default", BN, 1, 1, 32, 512, 4096, 0, 2, NULL, 512, 264},
+    {"FROST_CNORM_STREAM=0 turns it off", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=0", 0, 0},
     {"two-pass bn fwd 32x512x64x64: the whole C, a share of rows kept", BN, 1, 1, 32, 512, 4096, 0, 2,
      "FROST_CNORM_STREAM=2", 512, 264},
     {"two-pass bn bwd 32x512x64x64: the whole C", BN, 1, 2, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=2", 512, 264},
@@ -249,8 +250,10 @@ static const cluster_case stream_cases[] = {
      1024, 64},
     {"two-pass bn fwd small: every row kept", BN, 1, 1, 4, 64, 256, 0, 2, "FROST_CNORM_STREAM=2", 64, 128},
     {"two-pass bn fwd 4M rows: still taken", BN, 1, 1, 1024, 64, 4096, 0, 2, "FROST_CNORM_STREAM=2", 64, 264},
-    {"FROST_CNORM_STREAM=3 is not a form", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=3", 0, 0},
-    {"FROST_CNORM_WINDOW alone does not turn it on", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_WINDOW=32", 0, 0},
+    {"FROST_CNORM_STREAM=3 is not a form: the default", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=3", 512,
+     264},
+    {"FROST_CNORM_WINDOW=32 sets the two-launch form's window", BN, 1, 1, 32, 512, 4096, 0, 2,
+     "FROST_CNORM_WINDOW=32", 32, 264},
 };
 #define NUM_STREAM_CASES ((int)(sizeof stream_cases / sizeof stream_cases[0]))
 
@@ -278,7 +281,7 @@ static void run_stream_case(int index, const cluster_case *c)
         geo.k_tiles > dev.sms * CNS_MIN_BLOCKS)
         tu_failf("%lld rows x %lld tiles do not cut %lld rows over the resident blocks", (long long)geo.rows,
                  (long long)geo.k_tiles, (long long)rows_all);
-    const int form = c->env && strcmp(c->env, "FROST_CNORM_STREAM=2") == 0 ? 2 : 1;
+    const int form = c->env && strcmp(c->env, "FROST_CNORM_STREAM=1") == 0 ? 1 : 2;
     const int64_t window_bytes = rows_all * geo.cw * c->esize * c->tensors;
     if (geo.stream != form)
         tu_failf("form %d, expected %d", geo.stream, form);

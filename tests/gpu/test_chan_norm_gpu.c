@@ -42,9 +42,10 @@
  * saved, half-saved and recomputed statistics, inference, sample gaps), chosen by the
  * tiling, and turned off (random cases force it too; it applies to NHWC GroupNorm /
  * InstanceNorm on 16-byte units); BatchNorm's stream path (chan_norm_stream.cu, NHWC
- * training forward and backward with both saved statistics, opt-in: FROST_CNORM_STREAM=1)
- * with odd row counts, sample gaps, a misaligned base, three windows, and explicitly off
- * (random cases turn it on half the time), then
+ * training forward and backward with both saved statistics; its two-launch form by
+ * default, the one-launch form with FROST_CNORM_STREAM=1) with odd row counts, sample gaps,
+ * a misaligned base, three windows, and explicitly off (the NHWC cases that test the
+ * three-kernel fallback; random cases draw off, default, one and two launches), then
  * seeded random cases, then the selector's refusals.  FROST_TEST_SMALL=1 runs only the
  * cases marked small (for compute-sanitizer).  FROST_TEST_SEED / FROST_TEST_CASE rerun one.
  */
@@ -81,8 +82,8 @@ typedef struct ccase {
     int small;          /* part of the FROST_TEST_SMALL subset */
     int blocks;         /* FROST_CNORM_BLOCKS for the GPU build (0: the tiling's choice, 1 with tile_kb) */
     int cluster;        /* FROST_CNORM_CLUSTER for the GPU build: 0 unset, -1 off, 1..8 tiles per cluster */
-    int stream;         /* FROST_CNORM_STREAM for the GPU build (BatchNorm's stream path): 0 unset (off), 1 one
-                           launch, 2 two launches, -1 "0" */
+    int stream;         /* FROST_CNORM_STREAM for the GPU build (BatchNorm's stream path): 0 unset (the
+                           two-launch form), 1 one launch, 2 two launches, -1 "0" (off) */
 } ccase;
 
 #define F32 FROST_F32
@@ -106,7 +107,7 @@ static const ccase table[] = {
     {"in bf16 nchw inference", IN, BF16, 4, 16, 20, 20, 0, 0, 0, 2, 0, 0, 1, 0, 0, 0, 0, 1.0, 0, 0, 0, 0, 0},
     {"in f32 nchw exchange", IN, F32, 2, 8, 96, 96, 0, 0, 0, 3, 1, 1, 0, 0, 1, 0, 0, 0.0, 0, 0, 0, 0, 0},
     {"in bf16 nhwc no params", IN, BF16, 3, 24, 14, 14, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0.0, 0, 0, 0, 0, 0},
-    {"bn bf16 nhwc exchange", BN, BF16, 32, 64, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.25, 0, 0, 0, 0, 0},
+    {"bn bf16 nhwc exchange", BN, BF16, 32, 64, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.25, 0, 0, 0, 0, -1},
     {"bn f16 nchw exchange", BN, F16, 16, 32, 32, 32, 0, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 0.0, 0, 0, 0, 0, 0},
     {"bn bf16 nhwc 2d input", BN, BF16, 1000, 64, 1, 1, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.0, 0, 0, 0, 0, 0},
     {"bn f32 nchw odd", BN, F32, 7, 5, 3, 11, 0, 0, 1, 1, 1, 0, 0, 1, 1, 2, 0, 0.0, 0, 0, 0, 0, 0},
@@ -114,11 +115,11 @@ static const ccase table[] = {
     {"bn bf16 training no running", BN, BF16, 4, 32, 8, 8, 0, 1, 0, 2, 0, 1, 0, 0, 1, 3, 0, 0.0, 0, 0, 0, 0, 0},
     {"gn bf16 nhwc misaligned", GN, BF16, 2, 64, 12, 12, 8, 1, 0, 2, 2, 0, 0, 0, 1, 1, 1, 0.0, 0, 1, 0, 0, 0},
     {"bn f32 nchw misaligned", BN, F32, 4, 16, 8, 8, 0, 0, 0, 1, 1, 0, 0, 1, 1, 0, 1, 0.0, 0, 0, 0, 0, 0},
-    {"bn bf16 nhwc fallback", BN, BF16, 32, 8, 96, 96, 0, 1, 0, 2, 2, 0, 0, 1, 1, 0, 0, 1.0, 16, 1, 0, 0, 0},
+    {"bn bf16 nhwc fallback", BN, BF16, 32, 8, 96, 96, 0, 1, 0, 2, 2, 0, 0, 1, 1, 0, 0, 1.0, 16, 1, 0, 0, -1},
     {"gn f16 nchw fallback", GN, F16, 1, 32, 192, 192, 1, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.0, 16, 0, 0, 0, 0},
     {"in bf16 nhwc many tiles", IN, BF16, 2, 32, 64, 64, 0, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 16, 0, 0, 0, 0},
     {"gn bf16 nhwc 3 blocks per SM", GN, BF16, 8, 256, 32, 32, 32, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 0, 0, 3, 0, 0},
-    {"bn bf16 nhwc 2 blocks per SM", BN, BF16, 16, 64, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 0, 0, 1.0, 0, 1, 2, 0, 0},
+    {"bn bf16 nhwc 2 blocks per SM", BN, BF16, 16, 64, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 0, 0, 1.0, 0, 1, 2, 0, -1},
     {"in f16 nchw 3 blocks per SM", IN, F16, 2, 16, 96, 96, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0.0, 16, 0, 3, 0, 0},
     {"gn bf16 nhwc offset 8", GN, BF16, 2, 64, 16, 16, 4, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 8.0, 0, 0, 0, 0, 0},
     {"gn bf16 n 0", GN, BF16, 0, 32, 4, 4, 4, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.0, 0, 0, 0, 0, 0},
@@ -446,10 +447,12 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
         if (c->n > 0 && (clustered ? c->kind == BN || !c->nhwc || c->cluster < 0 : want_cluster))
             tu_failf("cluster path %s for this case:\n%s", clustered ? "taken" : "not taken", explain);
         /* the stream path (opt-in): BatchNorm training on NHWC; the table's "stream" cases take it */
-        const int want_stream = c->kind == BN && c->nhwc && !c->inference && strstr(c->name, "stream") && c->stream > 0;
-        if (c->n > 0 && (streamed ? c->kind != BN || !c->nhwc || c->inference || c->stream <= 0 : want_stream))
+        const int vec = c->dtype == FROST_F32 ? 4 : 8; /* the path needs 16-byte units: C and the n strides */
+        const int units = c->c % vec == 0 && (c->n <= 1 || c->n_gap % vec == 0);
+        const int want_stream = c->kind == BN && c->nhwc && !c->inference && units && c->stream >= 0;
+        if (c->n > 0 && (streamed ? c->kind != BN || !c->nhwc || c->inference || c->stream < 0 : want_stream))
             tu_failf("stream path %s for this case:\n%s", streamed ? "taken" : "not taken", explain);
-        if (streamed && (strstr(explain, "in two launches") != NULL) != (c->stream == 2))
+        if (streamed && (strstr(explain, "in two launches") != NULL) != (c->stream != 1))
             tu_failf("the stream path's %s form, expected the other:\n%s", c->stream == 2 ? "one-launch" : "two-launch",
                      explain);
         /* these cases are sized to exceed one wave of 16 KB tiles on a GPU of <= 140 SMs */
@@ -515,7 +518,7 @@ static ccase random_case(uint64_t seed, int index)
     c.blocks = (int)tu_int(&rng, 0, 3);
     static const int clusters[] = {0, 0, 1, 2, 4, 8};
     c.cluster = clusters[tu_int(&rng, 0, 5)];
-    c.stream = (int)tu_int(&rng, 0, 2);
+    c.stream = (int)tu_int(&rng, 0, 3) - 1;
     return c;
 }
 

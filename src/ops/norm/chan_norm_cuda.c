@@ -33,9 +33,11 @@
  * out misaligned at execute takes the kernel's element-by-element loads and stores.
  *
  * The stream path (chan_norm_stream.cu): BatchNorm training forward, and backward with both
- * saved statistics, on NHWC 16-byte units when a channel window fits a third of L2: a
- * resident grid reads each window once from HBM for the sums and again from L2 for the
- * output.
+ * saved statistics, on NHWC 16-byte units: by default two launches of one grid, the
+ * statistics (merged by the last arriving blocks, nothing waits) and then the output, with
+ * the first rows of each tile kept in L2 between them; or (FROST_CNORM_STREAM=1) one launch
+ * of a resident grid that reads each window once from HBM for the sums and again from L2
+ * for the output.
  *
  * Kernel keys: DTYPE_F32|F16|BF16, KIND_GROUP|INSTANCE|BATCH, LAYOUT_NCHW|NHWC, per entry
  * point (main, finalize, dparams): 90 keys; the cluster path's main kernels add CLUSTER =

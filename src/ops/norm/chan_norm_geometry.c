@@ -291,20 +291,28 @@ int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, c
 
 /* ---- the stream path ---------------------------------------------------------------------
  * BatchNorm training forward, and backward with saved statistics (the caller decides), on
- * NHWC 16-byte units (chan_norm_stream.cu): a persistent grid of CNS_MIN_BLOCKS blocks per
- * SM, each owning `rows` rows of every window.  The window: the narrowest whose pixel run
- * is a whole 128-byte line (C itself when C is narrower), then narrower runs down to 32
- * bytes, the first whose x (and dy) fit a third of L2 (the kernel keeps about two windows
- * there, beside the output lines in flight).  Off unless FROST_CNORM_STREAM = 1: measured on
- * the H200 (2026-12-02, docs/PERF.md) it ran at 0.51-0.67x the three-kernel fallback, its
- * blocks waiting most of the time for each window's merge (one block merges 264 records per
- * channel, about ten round trips to L2, on the critical path of every window). */
+ * NHWC 16-byte units (chan_norm_stream.cu): a grid of CNS_MIN_BLOCKS blocks per SM, each
+ * owning `rows` rows of every window.
+ *
+ * The two-launch form (the default; FROST_CNORM_STREAM = 2): every window's statistics,
+ * then every window's output.  The window: the widest that divides C in whole 16-byte units
+ * (at most CNC_THREADS units) and fits the shared memory, so that a block's rows are the
+ * longest runs; the first keep_rows rows of every tile are read with an evict-last hint so
+ * that the second launch finds them in L2 (as many as 60 % of L2 holds).
+ *
+ * The one-launch form (FROST_CNORM_STREAM = 1): all blocks resident, windows overlapped
+ * through L2.  The window: the narrowest whose pixel run is a whole 128-byte line (C itself
+ * when C is narrower), then narrower runs down to 32 bytes, the first whose x (and dy) fit a
+ * third of L2 (the kernel keeps about two windows there, beside the output lines in
+ * flight); every row is read evict-last.  FROST_CNORM_STREAM = 0 turns the path off (the
+ * three-kernel fallback of choose_geometry). */
 int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cnorm_geometry *out)
 {
     const char *env = getenv("FROST_CNORM_STREAM");
     const int64_t window = env_int("FROST_CNORM_WINDOW", 1, INT32_MAX), vec = 16 / s->esize;
     const int64_t rows_all = s->n * s->hw;
-    const int form = env && (env[0] == '1' || env[0] == '2') && !env[1] ? env[0] - '0' : 0;
+    /* FROST_CNORM_STREAM: unset or 2 the two-launch form, 1 the one-launch form, 0 off */
+    const int form = !env ? 2 : (env[0] >= '0' && env[0] <= '2') && !env[1] ? env[0] - '0' : 2;
     if (!form || s->kind != FROST__CNORM_BATCH || !s->nhwc || !s->vec_layout || rows_all * s->c == 0 ||
         dev->l2_bytes <= 0)
         return 0;

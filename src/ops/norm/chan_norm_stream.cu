@@ -1,41 +1,45 @@
 /*
- * chan_norm_stream.cu — BatchNorm training forward for NHWC tensors on the 16-byte vector
- * path: a persistent grid streams x through L2, one channel window at a time.
+ * chan_norm_stream.cu — BatchNorm training forward and backward for NHWC tensors on the
+ * 16-byte vector path: a grid of blocks that each own `rows` rows of every channel window
+ * stream x (and dy) through registers, with no tile in shared memory.
  *
  * Why.  A BatchNorm set is a channel over the whole batch, so a window of channels is
  * tens of megabytes (32x512x64x64 bf16, 64 channels: 16 MB) and cannot stay in shared
- * memory while its statistics are gathered; the general kernels either wait for an
- * exchange across every SM per window or read x twice from HBM (chan_norm_fwd.cu's
- * fallback).  A window does fit the H200's L2 (60 MB) a few times over.  So each block
- * owns `rows` rows of every window: it reads its rows of window s once from HBM and
- * takes per-channel sums in registers, publishes per-channel records and arrives at the
- * window's barrier, then reads its rows of window s + 1 the same way, and only then waits
- * for window s's statistics and normalizes its rows of window s, reading them a second
- * time from L2 (an evict-last hint on the first read, evict-first on the second) and
- * writing y.  HBM sees x once and y once; the wait for a window's merge is covered by the
- * next window's reads.  L2 holds about two windows of x and the y lines in flight; the
- * host keeps a window under a third of L2.
+ * memory while its statistics are gathered.  Two forms:
  *
- * The merge (cs_arrive) has two levels so that it stays shorter than a window's reads:
+ * Two launches (the default).  Launch 1 (mode STATS): each block reads its rows of every
+ * window once, takes per-channel sums in registers, publishes per-channel records and
+ * arrives at the window's counter; the last arrivals merge (below), and no block ever
+ * waits for another.  Launch 2 (mode APPLY): each block reads its rows again and writes
+ * the output.  The host takes the widest window (C itself when it fits), so a block's rows
+ * are long contiguous runs, and sets keep_rows: the first keep_rows rows of every tile are
+ * read evict-last in launch 1, the rest evict-first, so launch 2 finds that share of x
+ * (and dy) in L2.
+ *
+ * One launch (FROST_CNORM_STREAM=1, mode RESIDENT).  Every block is resident: it reads
+ * its rows of window s once from HBM, publishes its records and arrives, then reads its
+ * rows of window s + 1, and only then waits for window s's statistics and normalizes its
+ * rows of window s, reading them a second time from L2 (evict-last on the first read,
+ * evict-first on the second).  The host keeps a window under a third of L2.  Deadlock-free
+ * because every block is resident (the host launches no more blocks than the device holds
+ * at once, and checks it) and a block's waits are for windows whose records every block
+ * publishes before it waits for anything later.
+ *
+ * The merge (cs_arrive) has two levels so that no block merges many records:
  * the last arrival of each group of CNS_GROUP consecutive tiles merges the group's
- * records (one round trip to L2 for four threads per channel) and arrives at the window's
+ * records (a few round trips to L2) and arrives at the window's
  * counter; the last of the groups merges the group records, writes mean / inv_std, the
  * saved statistics and the running ones, and releases the others.  Both levels merge in
  * a fixed order, whichever block arrives last.  (A first version let one block merge all
- * k_tiles records per channel, about ten dependent round trips to L2: ncu put 54 % of the
- * stall samples at the wait for it, and the path ran at 0.51-0.67x the fallback.)
- *
- * Deadlock-free because every block is resident (the host launches no more blocks than
- * the device holds at once, and checks it) and a block's waits are for windows whose
- * records every block publishes before it waits for anything later.
+ * k_tiles records per channel, about ten dependent round trips to L2: in the one-launch
+ * form ncu put 54 % of the stall samples at the wait for it.)
  *
  * The backward (cnorm_stream_bwd_kernel, with both saved statistics) runs the same
- * schedule over x and dy: per window, per-channel sum dy and sum dy (x - mean) from the
- * first read, merged by the last block, which also writes d_bias and d_scale; then dx from
- * the second read,
+ * schedules over x and dy: per window, per-channel sum dy and sum dy (x - mean) from the
+ * first read, merged by the last arrivals, which also write d_bias and d_scale; then dx
+ * from the second read,
  *     dx = dy * (r w) - x * (r^3 w sum dy (x - mean) / M) + (mean r^3 w ... - r w sum dy / M)
- * (chan_norm_bwd.cu's formula).  Two tensors in flight: the host keeps a window of x and
- * dy together under a third of L2.
+ * (chan_norm_bwd.cu's formula).
  *
  * Entry points: cnorm_stream_fwd_kernel, cnorm_stream_bwd_kernel.  Keys: DTYPE_*,
  * KIND_BATCH, LAYOUT_NHWC.
