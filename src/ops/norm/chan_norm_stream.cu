@@ -43,8 +43,7 @@
  *
  * Entry points: cnorm_stream_fwd_kernel, cnorm_stream_bwd_kernel.  Keys: DTYPE_*,
  * KIND_BATCH, LAYOUT_NHWC.
- * params.prefetch: CNORM_PREFETCH_LINES (the default) L2 hints and next-batch prefetches,
- * CNORM_PREFETCH_BULK (FROST_CNORM_PREFETCH=0) the hints only, CNORM_PREFETCH_NONE (2) neither.
+ * params.prefetch = CNORM_PREFETCH_NONE turns the L2 hints off (FROST_CNORM_PREFETCH=2).
  */
 #include "chan_norm_units.cuh"
 
@@ -103,24 +102,6 @@ FROST_DEVICE void cs_advance(const cnorm_params *p, const cc_map *w, int64_t sn,
         c->px -= samples * p->hw;
         c->g += samples * (sn - (int64_t)p->hw * p->c);
     }
-}
-
-/* L2 prefetches of the n rows after a batch just loaded (cursor c is at the first of them),
- * so that about two batches per thread are on their way from HBM while the registers hold
- * one: params.prefetch = CNORM_PREFETCH_LINES (the default; FROST_CNORM_PREFETCH=0 or 2 turn
- * them off). */
-FROST_DEVICE void cs_prefetch_rows(const cnorm_params *p, const cc_map *w, int64_t sn, cs_cursor c, int r, int n,
-                                   int nq)
-{
-    if (p->prefetch != CNORM_PREFETCH_LINES)
-        return;
-#pragma unroll
-    for (int i = 0; i < CS_BATCH; i++)
-        if (i < n) {
-            if (r + i * w->per < nq)
-                cn_prefetch_l2(c.g);
-            cs_advance(p, w, sn, &c);
-        }
 }
 
 /* Shared memory: the reduction's scratch, per channel the tile's sums and shifts and the
@@ -247,7 +228,6 @@ FROST_DEVICE void cs_stats(const cnorm_params *p, const cnorm_tile *tl, int t, c
                         cs_ld(v[i], c.g, hint, r + i * w->per < p->keep_rows ? keep : drop);
                     cs_advance(p, w, p->x_sn, &c);
                 }
-                cs_prefetch_rows(p, w, p->x_sn, c, r + CS_BATCH * w->per, CS_BATCH, tl->nq);
 #pragma unroll
                 for (int i = 0; i < CS_BATCH; i++)
                     if (r + i * w->per < tl->nq) {
@@ -323,7 +303,6 @@ FROST_DEVICE void cs_apply(const cnorm_params *p, const cnorm_tile *tl, const cc
                     cs_ld(v[i], cx.g, hint, drop);
                 cs_advance(p, w, p->x_sn, &cx);
             }
-            cs_prefetch_rows(p, w, p->x_sn, cx, r + CS_BATCH * w->per, CS_BATCH, tl->nq);
 #pragma unroll
             for (int i = 0; i < CS_BATCH; i++) {
                 if (r + i * w->per < tl->nq) {
@@ -443,8 +422,6 @@ FROST_DEVICE void cs_bwd_stats(const cnorm_params *p, const cnorm_tile *tl, int 
                     cs_advance(p, w, p->x_sn, &cx);
                     cs_advance(p, w, p->dy_sn, &cg);
                 }
-                cs_prefetch_rows(p, w, p->x_sn, cx, r + CS_BATCH / 2 * w->per, CS_BATCH / 2, tl->nq);
-                cs_prefetch_rows(p, w, p->dy_sn, cg, r + CS_BATCH / 2 * w->per, CS_BATCH / 2, tl->nq);
 #pragma unroll
                 for (int i = 0; i < CS_BATCH / 2; i++)
                     if (r + i * w->per < tl->nq) {
@@ -530,8 +507,6 @@ FROST_DEVICE void cs_bwd_apply(const cnorm_params *p, const cnorm_tile *tl, cons
                 cs_advance(p, w, p->x_sn, &px);
                 cs_advance(p, w, p->dy_sn, &pg);
             }
-            cs_prefetch_rows(p, w, p->x_sn, px, r + CS_BATCH / 2 * w->per, CS_BATCH / 2, tl->nq);
-            cs_prefetch_rows(p, w, p->dy_sn, pg, r + CS_BATCH / 2 * w->per, CS_BATCH / 2, tl->nq);
 #pragma unroll
             for (int i = 0; i < CS_BATCH / 2; i++) {
                 if (r + i * w->per < tl->nq) {
