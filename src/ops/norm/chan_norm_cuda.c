@@ -520,24 +520,23 @@ static void cnorm_describe(const void *plan, frost__buf *out)
                               pl->keys[ENTRY_DPARAMS].entry);
         return;
     }
-    if (geo->stream == 2) {
-        frost__buf_printf(out, "; NHWC, %lld windows of %lld channels, each cut into %lld tiles of %lld rows, one per "
-                               "block of a grid of %u x %d, in two launches: every window's %s (x%s from HBM; the "
-                               "first %lld rows of each tile kept in L2) with a fixed-order merge in two levels "
-                               "(groups of %d tiles, then the groups; deterministic), then every window's output",
-                          (long long)geo->windows, (long long)geo->cw, (long long)geo->k_tiles, (long long)geo->rows,
-                          pl->grid_main, CNC_THREADS, pl->backward ? "sum dY and sum dY (x - mean)" : "statistics",
-                          pl->backward ? " and dY" : "", (long long)geo->keep_rows, CNS_GROUP);
-        return;
-    }
     if (geo->stream) {
+        const char *sums = pl->backward ? "sum dY and sum dY (x - mean)" : "statistics";
+        const char *dy = pl->backward ? " and dY" : "";
         frost__buf_printf(out, "; NHWC, %lld windows of %lld channels, each cut into %lld tiles of %lld rows, one per "
-                               "block of a resident grid of %u x %d; per window: %s (x%s from HBM, kept in L2), a "
-                               "fixed-order merge in two levels (groups of %d tiles, then the groups; deterministic), "
-                               "then a second read of x%s from L2 while the next window's sums run",
+                               "block of a %sgrid of %u x %d",
                           (long long)geo->windows, (long long)geo->cw, (long long)geo->k_tiles, (long long)geo->rows,
-                          pl->grid_main, CNC_THREADS, pl->backward ? "sum dY and sum dY (x - mean)" : "statistics",
-                          pl->backward ? " and dY" : "", CNS_GROUP, pl->backward ? " and dY" : "");
+                          geo->stream == 2 ? "" : "resident ", pl->grid_main, CNC_THREADS);
+        if (geo->stream == 2)
+            frost__buf_printf(out, ", in two launches: every window's %s (x%s from HBM; the first %lld rows of each "
+                                   "tile kept in L2) with a fixed-order merge in two levels (groups of %d tiles, then "
+                                   "the groups; deterministic), then every window's output",
+                              sums, dy, (long long)geo->keep_rows, CNS_GROUP);
+        else
+            frost__buf_printf(out, "; per window: %s (x%s from HBM, kept in L2), a fixed-order merge in two levels "
+                                   "(groups of %d tiles, then the groups; deterministic), then a second read of x%s "
+                                   "from L2 while the next window's sums run",
+                              sums, dy, CNS_GROUP, dy);
         return;
     }
     frost__buf_printf(out, "; %s tiles of %lld rows x %lld channels (%zu B shared memory, %s units), %lld segments x "
