@@ -523,10 +523,11 @@ static void cnorm_describe(const void *plan, frost__buf *out)
     if (geo->stream) {
         const char *sums = pl->backward ? "sum dY and sum dY (x - mean)" : "statistics";
         const char *dy = pl->backward ? " and dY" : "";
-        frost__buf_printf(out, "; NHWC, %lld windows of %lld channels, each cut into %lld tiles of %lld rows, one per "
-                               "block of a %sgrid of %u x %d",
-                          (long long)geo->windows, (long long)geo->cw, (long long)geo->k_tiles, (long long)geo->rows,
-                          geo->stream == 2 ? "" : "resident ", pl->grid_main, CNC_THREADS);
+        frost__buf_printf(out, "; NHWC, %lld window%s of %lld channels, each cut into %lld tiles of %lld rows, one "
+                               "per block of a %sgrid of %u x %d",
+                          (long long)geo->windows, geo->windows == 1 ? "" : "s", (long long)geo->cw,
+                          (long long)geo->k_tiles, (long long)geo->rows, geo->stream == 2 ? "" : "resident ",
+                          pl->grid_main, CNC_THREADS);
         if (geo->stream == 2)
             frost__buf_printf(out, ", in two launches: every window's %s (x%s from HBM; the first %lld rows of each "
                                    "tile kept in L2) with a fixed-order merge in two levels (groups of %d tiles, then "
