@@ -243,13 +243,13 @@ static const cluster_case stream_cases[] = {
     {"gn: not this path", GN, 1, 1, 32, 512, 4096, 32, 2, "FROST_CNORM_STREAM=1", 0, 0},
     {"the two-launch form by default", BN, 1, 1, 32, 512, 4096, 0, 2, NULL, 512, 264},
     {"FROST_CNORM_STREAM=0 turns it off", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=0", 0, 0},
-    {"two-pass bn fwd 32x512x64x64: the whole C, a share of rows kept", BN, 1, 1, 32, 512, 4096, 0, 2,
+    {"two-launch bn fwd 32x512x64x64: the whole C, a share of rows kept", BN, 1, 1, 32, 512, 4096, 0, 2,
      "FROST_CNORM_STREAM=2", 512, 264},
-    {"two-pass bn bwd 32x512x64x64: the whole C", BN, 1, 2, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=2", 512, 264},
-    {"two-pass bn fwd f32 C 4096: 1024 channels (256 units)", BN, 1, 1, 8, 4096, 64, 0, 4, "FROST_CNORM_STREAM=2",
+    {"two-launch bn bwd 32x512x64x64: the whole C", BN, 1, 2, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=2", 512, 264},
+    {"two-launch bn fwd f32 C 4096: 1024 channels (256 units)", BN, 1, 1, 8, 4096, 64, 0, 4, "FROST_CNORM_STREAM=2",
      1024, 64},
-    {"two-pass bn fwd small: every row kept", BN, 1, 1, 4, 64, 256, 0, 2, "FROST_CNORM_STREAM=2", 64, 128},
-    {"two-pass bn fwd 4M rows: still taken", BN, 1, 1, 1024, 64, 4096, 0, 2, "FROST_CNORM_STREAM=2", 64, 264},
+    {"two-launch bn fwd small: every row kept", BN, 1, 1, 4, 64, 256, 0, 2, "FROST_CNORM_STREAM=2", 64, 128},
+    {"two-launch bn fwd 4M rows: still taken", BN, 1, 1, 1024, 64, 4096, 0, 2, "FROST_CNORM_STREAM=2", 64, 264},
     {"FROST_CNORM_STREAM=3 is not a form: the default", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=3", 512,
      264},
     {"FROST_CNORM_WINDOW=32 sets the two-launch form's window", BN, 1, 1, 32, 512, 4096, 0, 2,
@@ -287,7 +287,7 @@ static void run_stream_case(int index, const cluster_case *c)
         tu_failf("form %d, expected %d", geo.stream, form);
     if (form == 1 && window_bytes > dev.l2_bytes / 3)
         tu_failf("a window of %lld bytes, more than a third of L2", (long long)window_bytes);
-    /* the first read keeps every row for the one-launch form, and for the two-pass form the
+    /* the first read keeps every row for the one-launch form, and for the two-launch form the
      * first rows of each tile, as many as fit 60 % of L2 over all windows */
     const double share = dev.l2_bytes * 0.6 / (double)(window_bytes * geo.windows);
     const int64_t keep = form == 1 || share >= 1.0 ? geo.rows : (int64_t)(geo.rows * share);

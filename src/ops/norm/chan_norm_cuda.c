@@ -484,7 +484,7 @@ static frost_status cnorm_execute(const frost_context *ctx, const frost__node *n
                                                                : CNORM_MODE_RESIDENT;
         const int threads = pl->geo.cluster || pl->geo.stream ? CNC_THREADS : CNORM_THREADS;
         s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, threads, pl->geo.smem, &k, stream);
-        if (s == FROST_OK && pl->geo.stream == 2) { /* the two-pass form's output launch */
+        if (s == FROST_OK && pl->geo.stream == 2) { /* the two-launch form's output launch */
             k.mode = CNORM_MODE_APPLY;
             s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, threads, pl->geo.smem, &k, stream);
         }

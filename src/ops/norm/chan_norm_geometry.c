@@ -318,7 +318,7 @@ int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cn
         return 0;
     int64_t order[MAX_WIDTHS];
     int count = preferred_windows(s, window, 32, order);
-    if (form == 2) { /* the two-pass form: the widest window, so that a tile's rows are the longest runs */
+    if (form == 2) { /* the two-launch form: the widest window, so that a tile's rows are the longest runs */
         count = divisors(s->c, order);
         for (int i = 0; i < count / 2; i++) {
             const int64_t t = order[i];

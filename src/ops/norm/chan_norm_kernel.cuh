@@ -126,8 +126,8 @@
      4ull * (4ull * (uint64_t)(cw) + 8ull * (uint64_t)(sets) + 2ull * (uint64_t)(cw) * (uint64_t)CNC_PHASES(units)))
 
 /* The stream path (chan_norm_stream.cu: BatchNorm training forward and backward with saved
- * statistics, NHWC, 16-byte units): CNC_THREADS-thread blocks, CNS_MIN_BLOCKS per SM, all
- * resident.  A window's tiles merge in two levels: groups of CNS_GROUP consecutive tiles,
+ * statistics, NHWC, 16-byte units): CNC_THREADS-thread blocks, CNS_MIN_BLOCKS per SM (all
+ * resident in the one-launch form).  A window's tiles merge in two levels: groups of CNS_GROUP consecutive tiles,
  * then the CNS_GROUPS(k_tiles) group records.  Shared memory: the reduction's scratch,
  * eleven per-channel float arrays, a merged record (five floats) per channel and a flag. */
 #define CNS_MIN_BLOCKS 2

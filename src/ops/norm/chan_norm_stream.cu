@@ -330,7 +330,7 @@ FROST_DEVICE void cs_apply(const cnorm_params *p, const cnorm_tile *tl, const cc
 }
 
 /* Block b owns tile b of every window.  Mode RESIDENT (the grid is k_tiles blocks, all
- * resident): the statistics of window s, then the output of window s - 1.  The two-pass
+ * resident): the statistics of window s, then the output of window s - 1.  The two-launch
  * form: mode STATS, every window's statistics (no block waits: the last arrival merges);
  * mode APPLY, a second launch, every window's output. */
 extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
@@ -544,7 +544,7 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
     cs_carve(&p, (unsigned char *)cnorm_smem, &m);
     const cc_map w = cc_map_make(&p);
     const uint64_t keep = cs_policy(true), drop = cs_policy(false);
-    if (p.mode != CNORM_MODE_RESIDENT) { /* the two-pass form, as in the forward */
+    if (p.mode != CNORM_MODE_RESIDENT) { /* the two-launch form, as in the forward */
         for (int s = 0; s < p.windows; s++) {
             const int t = s * p.k_tiles + (int)blockIdx.x;
             const cnorm_tile tl = cn_tile(&p, t);
