@@ -452,8 +452,9 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
         const int want_stream = c->kind == BN && c->nhwc && !c->inference && units && c->stream >= 0;
         if (c->n > 0 && (streamed ? c->kind != BN || !c->nhwc || c->inference || c->stream < 0 : want_stream))
             tu_failf("stream path %s for this case:\n%s", streamed ? "taken" : "not taken", explain);
-        if (streamed && (strstr(explain, "in two launches") != NULL) != (c->stream != 1))
-            tu_failf("the stream path's %s form, expected the other:\n%s", c->stream == 2 ? "one-launch" : "two-launch",
+        const int two_launches = strstr(explain, "in two launches") != NULL;
+        if (streamed && two_launches != (c->stream != 1))
+            tu_failf("the stream path's %s form, expected the other:\n%s", two_launches ? "two-launch" : "one-launch",
                      explain);
         /* these cases are sized to exceed one wave of 16 KB tiles on a GPU of <= 140 SMs */
         if (strstr(c->name, "fallback") && dev->sm_count <= 140 && !strstr(explain, "second read of x"))

@@ -316,18 +316,13 @@ int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cn
     if (!form || s->kind != FROST__CNORM_BATCH || !s->nhwc || !s->vec_layout || rows_all * s->c == 0 ||
         dev->l2_bytes <= 0)
         return 0;
+    /* the two-launch form: every divisor of C, widest first, so that a tile's rows are the
+     * longest runs; the one-launch form: the preferred windows in their order */
     int64_t order[MAX_WIDTHS];
-    int count = preferred_windows(s, window, 32, order);
-    if (form == 2) { /* the two-launch form: the widest window, so that a tile's rows are the longest runs */
-        count = divisors(s->c, order);
-        for (int i = 0; i < count / 2; i++) {
-            const int64_t t = order[i];
-            order[i] = order[count - 1 - i], order[count - 1 - i] = t;
-        }
-    }
+    const int count = form == 2 ? divisors(s->c, order) : preferred_windows(s, window, 32, order);
     const size_t per_sm = dev->smem_per_sm / CNS_MIN_BLOCKS - dev->reserved;
     for (int i = 0; i < count; i++) {
-        const int64_t cw = order[i];
+        const int64_t cw = order[form == 2 ? count - 1 - i : i];
         const size_t smem = (size_t)CNS_SMEM_BYTES(cw, cw / vec);
         const int64_t window_bytes = rows_all * cw * s->esize * s->tensors;
         if (cw % s->cw_unit != 0 || cw / vec > CNC_THREADS || (window && cw != window) ||
