@@ -119,17 +119,61 @@ FROST_DEVICE void fwd_store_stats(const norm_fwd_params *p, int64_t row, float m
         p->inv_std[row * p->inv_std_stride] = rstd;
 }
 
+#if defined(KIND_LAYER) && defined(LN_MERGE) && GROUP > 32
+/* LayerNorm statistics of a register-resident row with one block barrier instead of two:
+ * each warp takes the mean of its own valid columns and the sum of squares about that mean
+ * (both over registers, so each is a two-pass result), then every thread merges its row's
+ * warps exactly, in warp order (Chan et al.):
+ *     mean = sum n_w mean_w / cols,   M2 = sum (M2_w + n_w (mean_w - mean)^2). */
+FROST_DEVICE void fwd_layer_stats(const norm_fwd_params *p, const uint32_t *cur, int lane, norm_red *red,
+                                  const int vec, const int units, float *mean, float *rstd)
+{
+    int n = 0;
+#pragma unroll
+    for (int k = 0; k < units; k++)
+        n += norm_unit_valid(k, lane, p->cols, vec) ? vec : 0;
+    const int nw = __reduce_add_sync(0xffffffffu, n);
+    const float mw = nw > 0 ? frost_warp_sum(fwd_partial_sum(cur, vec, units)) / (float)nw : 0.0f;
+    const float qw = frost_warp_sum(fwd_partial_sq(cur, lane, p->cols, mw, vec, units));
+    float *buf = norm_red_next(red);
+    if ((threadIdx.x & 31) == 0) {
+        buf[3 * (threadIdx.x / 32)] = (float)nw;
+        buf[3 * (threadIdx.x / 32) + 1] = mw;
+        buf[3 * (threadIdx.x / 32) + 2] = qw;
+    }
+    __syncthreads();
+    const float *mine = buf + 3 * (threadIdx.x / GROUP) * (GROUP / 32);
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < GROUP / 32; w++)
+        s = fmaf(mine[3 * w], mine[3 * w + 1], s);
+    const float m = s * p->inv_cols;
+    float q = 0.0f;
+#pragma unroll
+    for (int w = 0; w < GROUP / 32; w++) {
+        const float d = mine[3 * w + 1] - m;
+        q += fmaf(mine[3 * w] * d, d, mine[3 * w + 2]);
+    }
+    *mean = m;
+    *rstd = rsqrtf(q * p->inv_cols + p->epsilon);
+}
+#endif
+
 /* Statistics and output of one register-resident row; every thread of the block calls
  * it (row >= rows: an idle group that only joins the reductions). */
 FROST_DEVICE void fwd_process(const norm_fwd_params *p, const uint32_t *cur, int64_t row, int lane, norm_red *red,
                               const int vec, const int units)
 {
+#if defined(KIND_LAYER) && defined(LN_MERGE) && GROUP > 32
+    float mean, rstd;
+    fwd_layer_stats(p, cur, lane, red, vec, units, &mean, &rstd);
+#elif defined(KIND_LAYER)
     const float s = norm_group_sum(fwd_partial_sum(cur, vec, units), red);
-#if defined(KIND_LAYER)
     const float mean = s * p->inv_cols;
     const float q = norm_group_sum(fwd_partial_sq(cur, lane, p->cols, mean, vec, units), red);
     const float rstd = rsqrtf(q * p->inv_cols + p->epsilon);
 #else
+    const float s = norm_group_sum(fwd_partial_sum(cur, vec, units), red);
     const float mean = 0.0f;
     const float rstd = rsqrtf(s * p->inv_cols + p->epsilon);
 #endif

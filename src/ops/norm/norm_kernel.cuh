@@ -295,7 +295,7 @@ FROST_DEVICE void norm_store_unit(frost_io *row, int col, const float v[VEC], co
  * k % 2, waits at its barrier, reads; reduction k + 2 writes the same half only after every
  * warp has passed reduction k + 1's barrier, which each reaches after its reads of k.
  * Every thread of the block must make the same sequence of reductions. */
-#define NORM_RED_HALF (2 * (BLOCK / 32))
+#define NORM_RED_HALF (3 * (BLOCK / 32)) /* up to three floats per warp (norm_fwd.cu's LN_MERGE) */
 typedef struct norm_red {
     float *buf; /* shared, 2 * NORM_RED_HALF floats */
     int half;
