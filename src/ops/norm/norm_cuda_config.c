@@ -299,6 +299,8 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
         frost__key_define(k, "L2_256", NULL);
     if (plan->minb > 0)
         frost__key_define(k, "MINB", "%d", plan->minb);
+    if (frost__norm_tune("wsum", 0))
+        frost__key_define(k, "NORM_SERIAL_WSUM", NULL);
     if (!p->backward && p->kind == FROST__NORM_LAYER && frost__norm_tune("lnm", 0))
         frost__key_define(k, "LN_MERGE", NULL);
     if (p->backward) {

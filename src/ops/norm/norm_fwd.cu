@@ -122,8 +122,8 @@ FROST_DEVICE void fwd_store_stats(const norm_fwd_params *p, int64_t row, float m
 #if defined(KIND_LAYER) && defined(LN_MERGE) && GROUP > 32
 /* LayerNorm statistics of a register-resident row with one block barrier instead of two:
  * each warp takes the mean of its own valid columns and the sum of squares about that mean
- * (both over registers, so each is a two-pass result), then every thread merges its row's
- * warps exactly, in warp order (Chan et al.):
+ * (both over registers, so each is a two-pass result), then the lanes of every warp merge
+ * the row's warps exactly in a fixed butterfly (Chan et al.):
  *     mean = sum n_w mean_w / cols,   M2 = sum (M2_w + n_w (mean_w - mean)^2). */
 FROST_DEVICE void fwd_layer_stats(const norm_fwd_params *p, const uint32_t *cur, int lane, norm_red *red,
                                   const int vec, const int units, float *mean, float *rstd)
@@ -142,18 +142,18 @@ FROST_DEVICE void fwd_layer_stats(const norm_fwd_params *p, const uint32_t *cur,
         buf[3 * (threadIdx.x / 32) + 2] = qw;
     }
     __syncthreads();
-    const float *mine = buf + 3 * (threadIdx.x / GROUP) * (GROUP / 32);
-    float s = 0.0f;
+    /* lane l takes warp l % (GROUP / 32) of the row; butterflies add over the warps */
+    const float *mine = buf + 3 * ((threadIdx.x / GROUP) * (GROUP / 32) + (threadIdx.x & 31) % (GROUP / 32));
+    const float n_l = mine[0], m_l = mine[1];
+    float s = n_l * m_l;
 #pragma unroll
-    for (int w = 0; w < GROUP / 32; w++)
-        s = fmaf(mine[3 * w], mine[3 * w + 1], s);
-    const float m = s * p->inv_cols;
-    float q = 0.0f;
+    for (int o = GROUP / 64; o > 0; o >>= 1)
+        s += __shfl_xor_sync(0xffffffffu, s, o);
+    const float m = s * p->inv_cols, d = m_l - m;
+    float q = fmaf(n_l * d, d, mine[2]);
 #pragma unroll
-    for (int w = 0; w < GROUP / 32; w++) {
-        const float d = mine[3 * w + 1] - m;
-        q += fmaf(mine[3 * w] * d, d, mine[3 * w + 2]);
-    }
+    for (int o = GROUP / 64; o > 0; o >>= 1)
+        q += __shfl_xor_sync(0xffffffffu, q, o);
     *mean = m;
     *rstd = rsqrtf(q * p->inv_cols + p->epsilon);
 }

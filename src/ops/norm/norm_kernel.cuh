@@ -312,6 +312,28 @@ FROST_DEVICE float *norm_red_next(norm_red *r)
     return b;
 }
 
+#if GROUP > 32
+/* The sum of the row group's GROUP / 32 warp totals at `mine` (shared): lane l loads total
+ * l % (GROUP / 32) and the lanes add in a butterfly, one load and log2(GROUP / 32) shuffles
+ * a thread instead of a load and an add per warp.  Every lane ends with the same bits (each
+ * step adds the same two values in either order). */
+FROST_DEVICE float norm_warps_sum(const float *mine)
+{
+#if defined(NORM_SERIAL_WSUM)
+    float t = 0.0f;
+#pragma unroll
+    for (int w = 0; w < GROUP / 32; w++)
+        t += mine[w];
+    return t;
+#endif
+    float s = mine[(threadIdx.x & 31) % (GROUP / 32)];
+#pragma unroll
+    for (int o = GROUP / 64; o > 0; o >>= 1)
+        s += __shfl_xor_sync(0xffffffffu, s, o);
+    return s;
+}
+#endif
+
 /* Sum over the row group; every thread of the block calls it (it may synchronize the
  * block).  Fixed order: deterministic. */
 FROST_DEVICE float norm_group_sum(float v, norm_red *r)
@@ -325,12 +347,7 @@ FROST_DEVICE float norm_group_sum(float v, norm_red *r)
     if ((threadIdx.x & 31) == 0)
         red[threadIdx.x / 32] = v;
     __syncthreads();
-    const float *mine = red + (threadIdx.x / GROUP) * (GROUP / 32);
-    float s = 0.0f;
-#pragma unroll
-    for (int w = 0; w < GROUP / 32; w++)
-        s += mine[w];
-    return s;
+    return norm_warps_sum(red + (threadIdx.x / GROUP) * (GROUP / 32));
 #endif
 }
 
@@ -350,14 +367,8 @@ FROST_DEVICE void norm_group_sum2(float *a, float *b, norm_red *r)
     }
     __syncthreads();
     const int first = (threadIdx.x / GROUP) * (GROUP / 32);
-    float sa = 0.0f, sb = 0.0f;
-#pragma unroll
-    for (int w = 0; w < GROUP / 32; w++) {
-        sa += red[first + w];
-        sb += red[BLOCK / 32 + first + w];
-    }
-    *a = sa;
-    *b = sb;
+    *a = norm_warps_sum(red + first);
+    *b = norm_warps_sum(red + BLOCK / 32 + first);
 #endif
 }
 
