@@ -46,7 +46,8 @@
  * default, the one-launch form with FROST_CNORM_STREAM=1) with odd row counts, sample gaps,
  * a misaligned base, three windows, its bulk ring (one window, packed samples: several
  * chunks a tile, a short last chunk, tiles shorter than a block pass, and off with
- * FROST_CNORM_RING=0), and explicitly off (the NHWC cases that test the
+ * FROST_CNORM_RING=0), the statistics merged by the finalize kernel or (FROST_CNORM_STREAM_MERGE=0)
+ * in the statistics launch, and explicitly off (the NHWC cases that test the
  * three-kernel fallback; random cases draw off, default, one and two launches), then
  * seeded random cases, then the selector's refusals.  FROST_TEST_SMALL=1 runs only the
  * cases marked small (for compute-sanitizer).  FROST_TEST_SEED / FROST_TEST_CASE rerun one.
@@ -155,6 +156,10 @@ static const ccase table[] = {
     {"bn f32 nhwc stream ring 24 channels", BN, F32, 6, 24, 10, 10, 0, 1, 0, 1, 1, 0, 0, 1, 1, 1, 0, 0.0, 0, 1, 0, 0,
      0},
     {"bn bf16 nhwc stream ring off", BN, BF16, 8, 512, 45, 45, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 1.0, 0, 0, 0, 0, 0},
+    {"bn bf16 nhwc stream ring merge in launch", BN, BF16, 2, 256, 128, 128, 0, 1, 0, 1, 2, 1, 0, 1, 1, 1, 0, 2.0, 0,
+     1, 0, 0, 0},
+    {"bn f16 nhwc stream two-launch gap merge in launch", BN, F16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 1, 1, 0, 2.0, 0,
+     1, 0, 0, 2},
 };
 #undef F32
 #undef F16
@@ -325,8 +330,11 @@ static int run_gpu(run *r, frost_graph *g, const frost__device *dev, int backwar
         setenv("FROST_CNORM_STREAM", c->stream == 2 ? "2" : c->stream > 0 ? "1" : "0", 1);
     if (strstr(c->name, "ring off"))
         setenv("FROST_CNORM_RING", "0", 1);
+    if (strstr(c->name, "merge in launch"))
+        setenv("FROST_CNORM_STREAM_MERGE", "0", 1);
     const int built = tu_run_cuda(g, dev, &slots, c->misalign, repeat);
     unsetenv("FROST_CNORM_RING");
+    unsetenv("FROST_CNORM_STREAM_MERGE");
     unsetenv("FROST_CNORM_TILE_KB");
     unsetenv("FROST_CNORM_BLOCKS");
     unsetenv("FROST_CNORM_CLUSTER");
@@ -466,7 +474,12 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
         const int want_stream = c->kind == BN && c->nhwc && !c->inference && units && c->stream >= 0;
         if (c->n > 0 && (streamed ? c->kind != BN || !c->nhwc || c->inference || c->stream < 0 : want_stream))
             tu_failf("stream path %s for this case:\n%s", streamed ? "taken" : "not taken", explain);
-        const int two_launches = strstr(explain, "in two launches") != NULL;
+        const int two_launches = strstr(explain, "in two passes over x") != NULL;
+        /* the two-launch form merges in the finalize kernel unless a case asks for the in-launch merge */
+        const int merge_kernel = strstr(explain, "merged per channel in tile order by cnorm_fwd_finalize_kernel") != NULL;
+        if (streamed && two_launches && merge_kernel != !strstr(c->name, "merge in launch"))
+            tu_failf("the two-launch form's merge %s the finalize kernel:\n%s", merge_kernel ? "in" : "not in",
+                     explain);
         if (streamed && two_launches != (c->stream != 1))
             tu_failf("the stream path's %s form, expected the other:\n%s", two_launches ? "two-launch" : "one-launch",
                      explain);

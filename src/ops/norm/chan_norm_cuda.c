@@ -74,6 +74,7 @@ typedef struct cnorm_plan {
     frost_dtype dtype;
     cnorm_geometry geo;
     int use[NUM_ENTRIES];
+    int merge_kernel; /* the stream path's two-launch form: the finalize kernel merges the statistics */
     frost__kernel_key keys[NUM_ENTRIES];
     frost__kernel *kernels[NUM_ENTRIES];
     int64_t counters; /* RESIDENT with an exchange: the counters to zero before the launch */
@@ -229,6 +230,8 @@ static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
     if (!(rev && rev[0] == '0' && !rev[1]))
         k->flags |= CNORM_F_REVERSE;
     k->want_rec = pl->use[ENTRY_DPARAMS];
+    if (pl->merge_kernel)
+        k->flags |= CNORM_F_MERGE_KERNEL;
     const double m = p->kind == FROST__CNORM_BATCH ? (double)p->n * (double)p->spatial
                                                    : (double)k->cg * (double)p->spatial;
     k->eps = (float)p->epsilon;
@@ -253,7 +256,7 @@ static void plan_workspace(cnorm_plan *pl)
     /* the stream path's two-level merge: a counter and a record per tile group after the
      * segments' counters and the tiles' records */
     const int64_t groups = geo->stream ? geo->num_segments * CNS_GROUPS(geo->k_tiles) : 0;
-    pl->counters = exchange && geo->resident ? geo->num_segments + groups : 0;
+    pl->counters = exchange && geo->resident && !pl->merge_kernel ? geo->num_segments + groups : 0;
     k->off_count = at;
     at += frost__cnorm_align_up(pl->counters * 4, 256);
     k->off_part = at;
@@ -354,7 +357,11 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
         }
     }
     pl->use[ENTRY_MAIN] = !pl->empty;
-    pl->use[ENTRY_FINALIZE] = !pl->empty && stats && !pl->geo.resident;
+    /* the two-launch stream form's statistics launch leaves the merge to the finalize kernel
+     * (a warp per channel) unless FROST_CNORM_STREAM_MERGE=0 (the launch's last arrivals merge) */
+    const char *merge = getenv("FROST_CNORM_STREAM_MERGE");
+    pl->merge_kernel = pl->geo.stream == 2 && !(merge && merge[0] == '0' && !merge[1]);
+    pl->use[ENTRY_FINALIZE] = !pl->empty && stats && (!pl->geo.resident || pl->merge_kernel);
     pl->use[ENTRY_DPARAMS] = want_dparams && (p->kind != FROST__CNORM_BATCH || pl->empty) && p->c > 0;
     for (int e = 0; e < NUM_ENTRIES; e++)
         if (pl->use[e])
@@ -486,22 +493,21 @@ static frost_status cnorm_execute(const frost_context *ctx, const frost__node *n
     if (pl->counters)
         s = frost__dev_memset_async(ctx->device, (unsigned char *)workspace + k.off_count, 0, (size_t)pl->counters * 4,
                                     stream);
+    /* a statistics pass, the finalize kernel's merge, then the output pass: the fallback and the
+     * stream path's two-launch form (which merges in its first launch under FROST_CNORM_STREAM_MERGE=0) */
+    const int two_passes = pl->use[ENTRY_FINALIZE] || pl->geo.stream == 2;
+    const int threads = pl->geo.cluster || pl->geo.stream ? CNC_THREADS : CNORM_THREADS;
     if (s == FROST_OK && pl->use[ENTRY_MAIN]) {
-        k.mode = pl->use[ENTRY_FINALIZE] || pl->geo.stream == 2 ? CNORM_MODE_STATS
-                 : (k.flags & CNORM_F_RUNNING)                 ? CNORM_MODE_APPLY
-                                                               : CNORM_MODE_RESIDENT;
-        const int threads = pl->geo.cluster || pl->geo.stream ? CNC_THREADS : CNORM_THREADS;
+        k.mode = two_passes                   ? CNORM_MODE_STATS
+                 : (k.flags & CNORM_F_RUNNING) ? CNORM_MODE_APPLY
+                                               : CNORM_MODE_RESIDENT;
         s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, threads, pl->geo.smem, &k, stream);
-        if (s == FROST_OK && pl->geo.stream == 2) { /* the two-launch form's output launch */
-            k.mode = CNORM_MODE_APPLY;
-            s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, threads, pl->geo.smem, &k, stream);
-        }
     }
-    if (s == FROST_OK && pl->use[ENTRY_FINALIZE]) {
+    if (s == FROST_OK && pl->use[ENTRY_FINALIZE])
         s = launch(ctx, pl->kernels[ENTRY_FINALIZE], pl->grid_finalize, CNORM_THREADS, 0, &k, stream);
+    if (s == FROST_OK && pl->use[ENTRY_MAIN] && two_passes) {
         k.mode = CNORM_MODE_APPLY;
-        if (s == FROST_OK)
-            s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, CNORM_THREADS, pl->geo.smem, &k, stream);
+        s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, threads, pl->geo.smem, &k, stream);
     }
     if (s == FROST_OK && pl->use[ENTRY_DPARAMS])
         s = launch(ctx, pl->kernels[ENTRY_DPARAMS], pl->grid_dparams, CNORM_THREADS, 0, &k, stream);
@@ -536,20 +542,25 @@ static void cnorm_describe(const void *plan, frost__buf *out)
                           (long long)geo->windows, geo->windows == 1 ? "" : "s", (long long)geo->cw,
                           (long long)geo->k_tiles, (long long)geo->rows, geo->stream == 2 ? "" : "resident ",
                           pl->grid_main, CNC_THREADS);
-        if (geo->stream == 2)
-            frost__buf_printf(out, ", in two launches: every window's %s (x%s from HBM; the first %lld rows of each "
-                                   "tile kept in L2) with a fixed-order merge in two levels (groups of %d tiles, then "
-                                   "the groups; deterministic), then every window's output",
-                              sums, dy, (long long)geo->keep_rows, CNS_GROUP);
-        if (pl->params.ring_stages)
-            frost__buf_printf(out, "; each block streams its tile of x%s through a %d-stage ring of bulk copies of "
-                                   "%d rows (16-byte aligned bases; else loads into registers)",
-                              dy, pl->params.ring_stages, pl->params.ring_rows);
+        if (geo->stream == 2 && pl->merge_kernel)
+            frost__buf_printf(out, ", in two passes over x%s: every window's %s (from HBM; the first %lld rows of "
+                                   "each tile kept in L2), merged per channel in tile order by %s (deterministic), "
+                                   "then every window's output",
+                              dy, sums, (long long)geo->keep_rows, pl->keys[ENTRY_FINALIZE].entry);
+        else if (geo->stream == 2)
+            frost__buf_printf(out, ", in two passes over x%s: every window's %s (from HBM; the first %lld rows of "
+                                   "each tile kept in L2) with a fixed-order merge in two levels in the same launch "
+                                   "(groups of %d tiles, then the groups; deterministic), then every window's output",
+                              dy, sums, (long long)geo->keep_rows, CNS_GROUP);
         else
             frost__buf_printf(out, "; per window: %s (x%s from HBM, kept in L2), a fixed-order merge in two levels "
                                    "(groups of %d tiles, then the groups; deterministic), then a second read of x%s "
                                    "from L2 while the next window's sums run",
                               sums, dy, CNS_GROUP, dy);
+        if (pl->params.ring_stages)
+            frost__buf_printf(out, "; each block streams its tile of x%s through a %d-stage ring of bulk copies of "
+                                   "%d rows (16-byte aligned bases; else loads into registers)",
+                              dy, pl->params.ring_stages, pl->params.ring_rows);
         return;
     }
     frost__buf_printf(out, "; %s tiles of %lld rows x %lld channels (%zu B shared memory, %s units), %lld segments x "

@@ -120,6 +120,7 @@ typedef struct cs_ring {
     uint64_t *full, *empty;
     const frost_io *src[2];
     int tensors, chunk_bytes, chunks, q0, nq;
+    int issued;    /* thread 0: chunks of the tile sent out so far */
     int keep_rows; /* chunks starting below this row are copied evict-last, the others evict-first */
     uint32_t k;    /* chunks taken by the block before this tile's */
     bool on, hint; /* on: the tile loops read from the ring */
@@ -212,7 +213,39 @@ FROST_DEVICE void cs_ring_issue(const cnorm_params *p, const cs_ring *g, int i)
 #endif
 }
 
-/* Starts tile tl's run of x (and of dy): its first stages - 1 chunks go out. */
+/* Is the stage of the tile's chunk i free (every warp done with what it held)?  No wait. */
+FROST_DEVICE bool cs_ring_free(const cnorm_params *p, const cs_ring *g, int i)
+{
+#if __CUDA_ARCH__ >= 900
+    const uint32_t k = g->k + (uint32_t)i, fill = k / (uint32_t)p->ring_stages;
+    if (fill == 0)
+        return true;
+    uint32_t done;
+    asm volatile("{\n\t.reg .pred P;\n\tmbarrier.test_wait.parity.shared::cta.b64 P, [%1], %2;\n\t"
+                 "selp.u32 %0, 1, 0, P;\n\t}"
+                 : "=r"(done)
+                 : "r"(cs_mbar(&g->empty[k % (uint32_t)p->ring_stages])), "r"((fill - 1) & 1u)
+                 : "memory");
+    return done != 0;
+#else
+    (void)p, (void)g, (void)i;
+    return true;
+#endif
+}
+
+/* Thread 0, before the block waits for chunk i: chunk i goes out if it has not (waiting for
+ * its stage), then chunks up to i + stages - 1 as long as their stages are already free, so
+ * warp 0 never waits for the slowest warp to send a chunk ahead. */
+FROST_DEVICE void cs_ring_pump(const cnorm_params *p, cs_ring *g, int i)
+{
+    while (g->issued < g->chunks && g->issued < i + p->ring_stages &&
+           (g->issued <= i || cs_ring_free(p, g, g->issued))) {
+        cs_ring_issue(p, g, g->issued);
+        g->issued++;
+    }
+}
+
+/* Starts tile tl's run of x (and of dy): its first chunks go out. */
 FROST_DEVICE void cs_ring_begin(const cnorm_params *p, cs_ring *g, const cnorm_tile *tl, const void *x, const void *dy,
                                 int keep_rows, uint64_t keep, uint64_t drop)
 {
@@ -225,17 +258,17 @@ FROST_DEVICE void cs_ring_begin(const cnorm_params *p, cs_ring *g, const cnorm_t
     g->hint = p->prefetch != CNORM_PREFETCH_NONE;
     g->keep = keep;
     g->drop = drop;
+    g->issued = 0;
     if (threadIdx.x == 0)
-        for (int i = 0; i < p->ring_stages - 1 && i < g->chunks; i++)
-            cs_ring_issue(p, g, i);
+        cs_ring_pump(p, g, 0);
 }
 
-/* Chunk i of the tile, once in: thread 0 first sends chunk i + stages - 1 out.  Returns the
- * rows of the chunk; *slot is its stage (tensor t at slot + t x chunk_bytes). */
-FROST_DEVICE int cs_ring_wait(const cnorm_params *p, const cs_ring *g, int i, const unsigned char **slot)
+/* Chunk i of the tile, once in (thread 0 first sends out what it can).  Returns the rows of
+ * the chunk; *slot is its stage (tensor t at slot + t x chunk_bytes). */
+FROST_DEVICE int cs_ring_wait(const cnorm_params *p, cs_ring *g, int i, const unsigned char **slot)
 {
-    if (threadIdx.x == 0 && i + p->ring_stages - 1 < g->chunks)
-        cs_ring_issue(p, g, i + p->ring_stages - 1);
+    if (threadIdx.x == 0)
+        cs_ring_pump(p, g, i);
     const uint32_t k = g->k + (uint32_t)i, stage = k % (uint32_t)p->ring_stages;
     cs_mbar_wait(&g->full[stage], (k / (uint32_t)p->ring_stages) & 1u);
     *slot = g->buf + (size_t)stage * g->tensors * g->chunk_bytes;
@@ -449,6 +482,8 @@ FROST_DEVICE void cs_stats(const cnorm_params *p, const cnorm_tile *tl, int t, c
         }
         cn_store_part(p, t, cl, st, CNORM_PART_FLOATS_FWD);
     }
+    if (p->flags & CNORM_F_MERGE_KERNEL)
+        return;
     if (cs_arrive(p, tl->seg, CNORM_PART_FLOATS_FWD, m)) {
         for (int j = threadIdx.x; j < p->sets; j += CNC_THREADS) {
             float mean, rstd;
@@ -466,7 +501,10 @@ FROST_DEVICE void cs_apply(const cnorm_params *p, const cnorm_tile *tl, const cc
     const bool hint = p->prefetch != CNORM_PREFETCH_NONE;
     if (g->on) /* the first chunks are on their way while the coefficients are made */
         cs_ring_begin(p, g, tl, p->x, NULL, 0, drop, drop);
-    cn_wait_final(p, tl->seg);
+    if (p->mode == CNORM_MODE_APPLY) /* a later launch than the statistics' merge */
+        __syncthreads();
+    else
+        cn_wait_final(p, tl->seg);
     const float *wb = m->wb + par * 3 * p->cw;
     for (int cl = threadIdx.x; cl < p->cw; cl += CNC_THREADS) {
         float f[4];
@@ -685,6 +723,8 @@ FROST_DEVICE void cs_bwd_stats(const cnorm_params *p, const cnorm_tile *tl, int 
         st.s2 = m->s2[cl];
         cn_store_part(p, t, cl, st, CNORM_PART_FLOATS_BWD);
     }
+    if (p->flags & CNORM_F_MERGE_KERNEL)
+        return;
     if (cs_arrive(p, tl->seg, CNORM_PART_FLOATS_BWD, m)) {
         for (int j = threadIdx.x; j < p->sets; j += CNC_THREADS) {
             const cnorm_stat st = m->merged[j];
@@ -707,7 +747,10 @@ FROST_DEVICE void cs_bwd_apply(const cnorm_params *p, const cnorm_tile *tl, cons
     const bool hint = p->prefetch != CNORM_PREFETCH_NONE;
     if (g->on)
         cs_ring_begin(p, g, tl, p->x, p->dy, 0, drop, drop);
-    cn_wait_final(p, tl->seg);
+    if (p->mode == CNORM_MODE_APPLY) /* a later launch than the statistics' merge */
+        __syncthreads();
+    else
+        cn_wait_final(p, tl->seg);
     const float *wb = m->wb + par * 3 * p->cw;
     /* dx = dy * cdy - x * cx + k: cdy = r w, cx = r^2 mean(g x_hat), k = mean cx - r mean(g) */
     for (int cl = threadIdx.x; cl < p->cw; cl += CNC_THREADS) {
