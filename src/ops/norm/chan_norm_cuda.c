@@ -198,14 +198,6 @@ static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
     k->num_segments = (int32_t)geo->num_segments;
     k->arrivals = (int32_t)(geo->stream ? CNS_GROUPS(geo->k_tiles) : geo->k_tiles);
     k->keep_rows = (int32_t)geo->keep_rows;
-    /* the bulk ring copies a tile's rows as one run: packed samples only (a gap breaks it) */
-    const int64_t packed = p->spatial * p->c;
-    const int x_run = p->n <= 1 || p->slot[FROST__CNORM_X].stride_n == packed;
-    const int dy_run = !p->backward || p->n <= 1 || p->slot[FROST__CNORM_D_Y].stride_n == packed;
-    if (x_run && dy_run) {
-        k->ring_stages = geo->ring_stages;
-        k->ring_rows = (int32_t)geo->ring_rows;
-    }
     k->pitch = (int32_t)(geo->cluster || geo->stream ? geo->cw : pl->nhwc ? CNORM_PITCH_NHWC(geo->cw) : geo->rows);
     /* developer tuning: FROST_CNORM_PREFETCH = 0 bulk, 1 lines (the default), 2 none */
     const char *pf = getenv("FROST_CNORM_PREFETCH");
@@ -557,10 +549,6 @@ static void cnorm_describe(const void *plan, frost__buf *out)
                                    "(groups of %d tiles, then the groups; deterministic), then a second read of x%s "
                                    "from L2 while the next window's sums run",
                               sums, dy, CNS_GROUP, dy);
-        if (pl->params.ring_stages)
-            frost__buf_printf(out, "; each block streams its tile of x%s through a %d-stage ring of bulk copies of "
-                                   "%d rows (16-byte aligned bases; else loads into registers)",
-                              dy, pl->params.ring_stages, pl->params.ring_rows);
         return;
     }
     frost__buf_printf(out, "; %s tiles of %lld rows x %lld channels (%zu B shared memory, %s units), %lld segments x "

@@ -34,8 +34,6 @@ typedef struct cnorm_geometry {
     int stream;      /* the stream path: one tile of every window per block, the grid k_tiles blocks; 1 one
                         launch overlapping windows (all blocks resident), 2 two launches (statistics, output) */
     int64_t keep_rows; /* stream path: the rows of a tile whose first read keeps them in L2 for the second */
-    int ring_stages;   /* stream path, two-launch form: stages of the bulk ring (0: none) */
-    int64_t ring_rows; /* rows of one chunk of the ring */
     size_t smem;
 } cnorm_geometry;
 

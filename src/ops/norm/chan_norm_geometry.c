@@ -306,34 +306,6 @@ int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, c
  * third of L2 (the kernel keeps about two windows there, beside the output lines in
  * flight); every row is read evict-last.  FROST_CNORM_STREAM = 0 turns the path off (the
  * three-kernel fallback of choose_geometry). */
-/* The two-launch form with one window: a tile's rows are one run of memory (when the tensors
- * are packed; the plan checks), so each block can stream its tile through a ring of
- * CNS_RING_STAGES bulk copies (chan_norm_stream.cu), on devices that have them (sm_90, the
- * ones with clusters).  A chunk is as many whole block passes of rows as the shared memory
- * left beside the kernel's own arrays allows, at most CNS_RING_CHUNK_MAX bytes a tensor.
- * FROST_CNORM_RING = 0 turns the ring off, 2..8 sets the stages (developer tuning). */
-static void choose_ring(const cnorm_shape *s, const cnorm_device *dev, size_t per_sm, cnorm_geometry *g)
-{
-    const char *env = getenv("FROST_CNORM_RING");
-    const int64_t forced = env_int("FROST_CNORM_RING", 2, 8);
-    const int64_t stages = forced ? forced : CNS_RING_STAGES;
-    if ((env && env[0] == '0' && !env[1]) || dev->max_cluster < 1)
-        return;
-    const int64_t units = g->cw / (16 / s->esize), row_bytes = g->cw * s->esize;
-    const int64_t pass = CNC_THREADS / units * row_bytes; /* the rows one block pass covers */
-    const size_t room = dev->optin < per_sm ? dev->optin : per_sm;
-    const size_t fixed = (size_t)CNS_RING_SMEM_BYTES(g->cw, units, stages, s->tensors, 0);
-    if (room <= fixed)
-        return;
-    int64_t chunk = (int64_t)((room - fixed) / (size_t)stages / (size_t)s->tensors);
-    chunk = (chunk < CNS_RING_CHUNK_MAX ? chunk : CNS_RING_CHUNK_MAX) / pass * pass;
-    if (chunk <= 0)
-        return;
-    g->ring_stages = (int)stages;
-    g->ring_rows = chunk / row_bytes;
-    g->smem = (size_t)CNS_RING_SMEM_BYTES(g->cw, units, stages, s->tensors, chunk);
-}
-
 int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cnorm_geometry *out)
 {
     const char *env = getenv("FROST_CNORM_STREAM");
@@ -380,8 +352,6 @@ int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cn
             out->keep_rows =
                 (int64_t)((double)out->rows * (dev->l2_bytes * 0.6) / (double)(window_bytes * out->windows));
         out->smem = smem;
-        if (form == 2 && out->windows == 1)
-            choose_ring(s, dev, per_sm, out);
         return 1;
     }
     return 0;

@@ -136,14 +136,6 @@
 #define CNS_GROUPS(k_tiles) (((k_tiles) + CNS_GROUP - 1) / CNS_GROUP)
 #define CNS_SMEM_BYTES(cw, units)                                                                                  \
     (4ull * (2ull * (uint64_t)(cw) * (uint64_t)CNC_PHASES(units) + 16ull * (uint64_t)(cw)) + 16ull)
-/* The two-launch form's bulk ring (chan_norm_stream.cu), when it runs: CNS_RING_STAGES stages
- * after the bytes above (from a 128-byte boundary), each `tensors` chunks of ring_rows rows of
- * at most CNS_RING_CHUNK_MAX bytes, then a `full` and an `empty` mbarrier per stage. */
-#define CNS_RING_STAGES 4
-#define CNS_RING_CHUNK_MAX (16 * 1024)
-#define CNS_RING_OFFSET(cw, units) ((CNS_SMEM_BYTES(cw, units) + 127ull) / 128ull * 128ull)
-#define CNS_RING_SMEM_BYTES(cw, units, stages, tensors, chunk_bytes)                                               \
-    (CNS_RING_OFFSET(cw, units) + (uint64_t)(stages) * ((uint64_t)(tensors) * (uint64_t)(chunk_bytes) + 16ull))
 
 typedef struct cnorm_params {
     const void *x;
@@ -185,13 +177,11 @@ typedef struct cnorm_params {
     int32_t prefetch;     /* next tile into L2: CNORM_PREFETCH_BULK, _LINES or _NONE */
     int32_t keep_rows;    /* stream path: the first reads of a tile's rows below this keep them in L2 (evict-last
                              hint) for the second read; the others are read evict-first */
-    int32_t ring_stages;  /* stream path, two-launch form: stages of the bulk ring (0: none, loads into registers) */
-    int32_t ring_rows;    /* rows of one chunk of the ring (a multiple of the rows one block pass covers) */
     float eps, momentum;
     float inv_m;          /* 1 / elements per set */
     float unbias;         /* M / (M - 1) (BatchNorm running variance) */
 } cnorm_params;
-#define CNORM_PARAMS_BYTES 344
+#define CNORM_PARAMS_BYTES 336
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 

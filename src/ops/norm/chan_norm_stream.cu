@@ -7,11 +7,14 @@
  * tens of megabytes (32x512x64x64 bf16, 64 channels: 16 MB) and cannot stay in shared
  * memory while its statistics are gathered.  Two forms:
  *
- * Two launches (the default).  Launch 1 (mode STATS): each block reads its rows of every
- * window once, takes per-channel sums in registers, publishes per-channel records and
- * arrives at the window's counter; the last arrivals merge (below), and no block ever
- * waits for another.  Launch 2 (mode APPLY): each block reads its rows again and writes
- * the output.  The host takes the widest window (C itself when it fits), so a block's rows
+ * Two passes (the default, "the two-launch form").  Launch 1 (mode STATS): each block reads
+ * its rows of every window once, takes per-channel sums in registers and publishes
+ * per-channel records (CNORM_F_MERGE_KERNEL); the finalize kernel (chan_norm_fwd.cu,
+ * chan_norm_bwd.cu: a warp per channel, records in tile order) merges them.  With
+ * FROST_CNORM_STREAM_MERGE=0 the blocks of launch 1 arrive at the window's counter instead
+ * and the last arrivals merge (below): slower, because a few blocks merge while the rest of
+ * the GPU idles (ncu, 2026-12-03: SMs active 55 % of that launch).  Launch 2 (mode APPLY):
+ * each block reads its rows again and writes the output.  The host takes the widest window (C itself when it fits), so a block's rows
  * are long contiguous runs, and sets keep_rows: the first keep_rows rows of every tile are
  * read evict-last in launch 1, the rest evict-first, so launch 2 finds that share of x
  * (and dy) in L2.
@@ -102,207 +105,6 @@ FROST_DEVICE void cs_advance(const cnorm_params *p, const cc_map *w, int64_t sn,
         c->px -= samples * p->hw;
         c->g += samples * (sn - (int64_t)p->hw * p->c);
     }
-}
-
-/* ---- the bulk ring (two-launch form; params.ring_stages > 0) -----------------------------------
- * With one window and packed rows a tile's rows are one contiguous run of x (and of dy).  The
- * block then streams it through a ring of ring_stages stages in shared memory filled by bulk
- * copies (cp.async.bulk, completion counted in bytes on the stage's `full` mbarrier): thread 0
- * keeps ring_stages - 1 chunks of ring_rows rows in flight ahead of the chunk the block reads,
- * and refills a stage once every warp has arrived at its `empty` mbarrier.  The copies hold no
- * registers and their depth does not depend on the warps an SM holds; the register loads
- * (CS_BATCH per thread, then the sums) left the statistics launch at a third of DRAM
- * bandwidth (ncu, 2026-12-03, docs/PERF.md).  A thread reads its unit u of rows r0, r0 + per,
- * ... of each chunk; ring_rows is a multiple of per, so its rows run on across chunks.
- * Chunk k of the launch (all tiles so far) lives in stage k % stages, fill k / stages. */
-typedef struct cs_ring {
-    unsigned char *buf; /* [stages][tensors][ring_rows x cw elements] */
-    uint64_t *full, *empty;
-    const frost_io *src[2];
-    int tensors, chunk_bytes, chunks, q0, nq;
-    int issued;    /* thread 0: chunks of the tile sent out so far */
-    int keep_rows; /* chunks starting below this row are copied evict-last, the others evict-first */
-    uint32_t k;    /* chunks taken by the block before this tile's */
-    bool on, hint; /* on: the tile loops read from the ring */
-    uint64_t keep, drop;
-} cs_ring;
-
-FROST_DEVICE bool cs_ring_on(const cnorm_params *p)
-{
-    return p->ring_stages > 0 && p->vec_ok;
-}
-
-FROST_DEVICE uint32_t cs_mbar(const uint64_t *bar)
-{
-    return cn_smem_addr(bar);
-}
-
-FROST_DEVICE void cs_mbar_wait(const uint64_t *bar, uint32_t parity)
-{
-#if __CUDA_ARCH__ >= 900
-    uint32_t done;
-    do {
-        asm volatile("{\n\t.reg .pred P;\n\tmbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, P;\n\t}"
-                     : "=r"(done)
-                     : "r"(cs_mbar(bar)), "r"(parity)
-                     : "memory");
-    } while (!done);
-#else
-    (void)bar, (void)parity;
-    __trap();
-#endif
-}
-
-/* Carves the ring and, once per launch, sets its mbarriers up (every thread calls it). */
-FROST_DEVICE void cs_ring_init(const cnorm_params *p, unsigned char *smem, int tensors, cs_ring *g)
-{
-    g->tensors = tensors;
-    g->chunk_bytes = p->ring_rows * p->cw * (int)sizeof(frost_io);
-    g->buf = smem + CNS_RING_OFFSET(p->cw, p->cw / CN_VEC);
-    g->full = (uint64_t *)(g->buf + (size_t)p->ring_stages * tensors * g->chunk_bytes);
-    g->empty = g->full + p->ring_stages;
-    g->k = 0;
-    g->on = true;
-#if __CUDA_ARCH__ >= 900
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < p->ring_stages; s++) {
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(cs_mbar(&g->full[s])) : "memory");
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(cs_mbar(&g->empty[s])), "r"(CNC_WARPS)
-                         : "memory");
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-#endif
-    __syncthreads();
-}
-
-/* Thread 0: chunk i of the tile into its stage, once the stage's last chunk has been read. */
-FROST_DEVICE void cs_ring_issue(const cnorm_params *p, const cs_ring *g, int i)
-{
-#if __CUDA_ARCH__ >= 900
-    const uint32_t k = g->k + (uint32_t)i, stage = k % (uint32_t)p->ring_stages, fill = k / (uint32_t)p->ring_stages;
-    if (fill > 0)
-        cs_mbar_wait(&g->empty[stage], (fill - 1) & 1u);
-    const int row = i * p->ring_rows, rows = g->nq - row < p->ring_rows ? g->nq - row : p->ring_rows;
-    const uint32_t bytes = (uint32_t)rows * (uint32_t)p->cw * (uint32_t)sizeof(frost_io);
-    const uint32_t bar = cs_mbar(&g->full[stage]);
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes * g->tensors)
-                 : "memory");
-    const uint64_t pol = row < g->keep_rows ? g->keep : g->drop;
-#pragma unroll
-    for (int t = 0; t < 2; t++) {
-        if (t >= g->tensors)
-            break;
-        const uint32_t dst = cn_smem_addr(g->buf + ((size_t)stage * g->tensors + t) * g->chunk_bytes);
-        const frost_io *src = g->src[t] + ((int64_t)g->q0 + row) * p->c;
-        if (g->hint)
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint "
-                         "[%0], [%1], %2, [%3], %4;" ::"r"(dst),
-                         "l"(src), "r"(bytes), "r"(bar), "l"(pol)
-                         : "memory");
-        else
-            asm volatile(
-                "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-                "l"(src), "r"(bytes), "r"(bar)
-                : "memory");
-    }
-#else
-    (void)p, (void)g, (void)i;
-    __trap();
-#endif
-}
-
-/* Is the stage of the tile's chunk i free (every warp done with what it held)?  No wait. */
-FROST_DEVICE bool cs_ring_free(const cnorm_params *p, const cs_ring *g, int i)
-{
-#if __CUDA_ARCH__ >= 900
-    const uint32_t k = g->k + (uint32_t)i, fill = k / (uint32_t)p->ring_stages;
-    if (fill == 0)
-        return true;
-    uint32_t done;
-    asm volatile("{\n\t.reg .pred P;\n\tmbarrier.test_wait.parity.shared::cta.b64 P, [%1], %2;\n\t"
-                 "selp.u32 %0, 1, 0, P;\n\t}"
-                 : "=r"(done)
-                 : "r"(cs_mbar(&g->empty[k % (uint32_t)p->ring_stages])), "r"((fill - 1) & 1u)
-                 : "memory");
-    return done != 0;
-#else
-    (void)p, (void)g, (void)i;
-    return true;
-#endif
-}
-
-/* Thread 0, before the block waits for chunk i: chunk i goes out if it has not (waiting for
- * its stage), then chunks up to i + stages - 1 as long as their stages are already free, so
- * warp 0 never waits for the slowest warp to send a chunk ahead. */
-FROST_DEVICE void cs_ring_pump(const cnorm_params *p, cs_ring *g, int i)
-{
-    while (g->issued < g->chunks && g->issued < i + p->ring_stages &&
-           (g->issued <= i || cs_ring_free(p, g, g->issued))) {
-        cs_ring_issue(p, g, g->issued);
-        g->issued++;
-    }
-}
-
-/* Starts tile tl's run of x (and of dy): its first chunks go out. */
-FROST_DEVICE void cs_ring_begin(const cnorm_params *p, cs_ring *g, const cnorm_tile *tl, const void *x, const void *dy,
-                                int keep_rows, uint64_t keep, uint64_t drop)
-{
-    g->src[0] = (const frost_io *)x;
-    g->src[1] = (const frost_io *)dy;
-    g->q0 = tl->q0;
-    g->nq = tl->nq > 0 ? tl->nq : 0;
-    g->chunks = (g->nq + p->ring_rows - 1) / p->ring_rows;
-    g->keep_rows = keep_rows;
-    g->hint = p->prefetch != CNORM_PREFETCH_NONE;
-    g->keep = keep;
-    g->drop = drop;
-    g->issued = 0;
-    if (threadIdx.x == 0)
-        cs_ring_pump(p, g, 0);
-}
-
-/* Chunk i of the tile, once in (thread 0 first sends out what it can).  Returns the rows of
- * the chunk; *slot is its stage (tensor t at slot + t x chunk_bytes). */
-FROST_DEVICE int cs_ring_wait(const cnorm_params *p, cs_ring *g, int i, const unsigned char **slot)
-{
-    if (threadIdx.x == 0)
-        cs_ring_pump(p, g, i);
-    const uint32_t k = g->k + (uint32_t)i, stage = k % (uint32_t)p->ring_stages;
-    cs_mbar_wait(&g->full[stage], (k / (uint32_t)p->ring_stages) & 1u);
-    *slot = g->buf + (size_t)stage * g->tensors * g->chunk_bytes;
-    const int row = i * p->ring_rows;
-    return g->nq - row < p->ring_rows ? g->nq - row : p->ring_rows;
-}
-
-/* The warp is done with chunk i's stage. */
-FROST_DEVICE void cs_ring_release(const cs_ring *g, int i, const cnorm_params *p)
-{
-#if __CUDA_ARCH__ >= 900
-    __syncwarp();
-    if ((threadIdx.x & 31) == 0)
-        asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(
-                         cs_mbar(&g->empty[(g->k + (uint32_t)i) % (uint32_t)p->ring_stages]))
-                     : "memory");
-#else
-    (void)g, (void)i, (void)p;
-#endif
-}
-
-/* The tile is done: the next tile's chunks follow this one's in the ring. */
-FROST_DEVICE void cs_ring_end(cs_ring *g)
-{
-    g->k += (uint32_t)g->chunks;
-}
-
-/* Unit u of row r of tensor t in a stage. */
-FROST_DEVICE void cs_ring_unit(const cs_ring *g, const unsigned char *slot, int t, int r, const cc_map *w,
-                               float v[CN_VEC])
-{
-    uint32_t q[4];
-    cn_lds_v4(q, slot + (size_t)t * g->chunk_bytes + ((size_t)r * w->units + w->u) * 16);
-    cn_unpack(q, v);
 }
 
 /* Shared memory: the reduction's scratch, per channel the tile's sums and shifts and the
@@ -407,36 +209,14 @@ FROST_DEVICE void cs_params(const cnorm_params *p, const cnorm_tile *tl, const c
 /* Tile t's rows: per-channel sums about the tile's first row into s1, s2, shift; then the
  * records, the arrival, and for the last arrival the window's merge. */
 FROST_DEVICE void cs_stats(const cnorm_params *p, const cnorm_tile *tl, int t, const cc_map *w, const cs_smem *m,
-                           uint64_t keep, uint64_t drop, cs_ring *g)
+                           uint64_t keep, uint64_t drop)
 {
     const bool hint = p->prefetch != CNORM_PREFETCH_NONE;
     float s[CN_VEC], a[CN_VEC], b[CN_VEC];
 #pragma unroll
     for (int k = 0; k < CN_VEC; k++)
         s[k] = a[k] = b[k] = 0.0f;
-    if (g->on) { /* the bulk ring: the shift is row 0 of the first chunk */
-        cs_ring_begin(p, g, tl, p->x, NULL, p->keep_rows, keep, drop);
-        for (int i = 0; i < g->chunks; i++) {
-            const unsigned char *slot;
-            const int rows = cs_ring_wait(p, g, i, &slot);
-            if (w->r0 < w->per) {
-                if (i == 0)
-                    cs_ring_unit(g, slot, 0, 0, w, s);
-#pragma unroll 4
-                for (int r = w->r0; r < rows; r += w->per) {
-                    float x[CN_VEC];
-                    cs_ring_unit(g, slot, 0, r, w, x);
-                    cs_acc(x, s, a, b);
-                }
-            }
-            cs_ring_release(g, i, p);
-        }
-        cs_ring_end(g);
-        if (w->r0 == 0 && tl->nq > 0)
-#pragma unroll
-            for (int k = 0; k < CN_VEC; k++)
-                m->shift[w->u * CN_VEC + k] = s[k];
-    } else if (w->r0 < w->per && tl->nq > 0) {
+    if (w->r0 < w->per && tl->nq > 0) {
         cc_map w0 = *w;
         w0.r0 = 0;
         cs_unit(p, cs_begin(p, tl, &w0, p->x, p->x_sn).g, s, false, keep);
@@ -496,11 +276,9 @@ FROST_DEVICE void cs_stats(const cnorm_params *p, const cnorm_tile *tl, int t, c
 
 /* y for tile tl's rows, once its window's statistics are out: x read again (from L2). */
 FROST_DEVICE void cs_apply(const cnorm_params *p, const cnorm_tile *tl, const cc_map *w, const cs_smem *m, int par,
-                           uint64_t drop, cs_ring *g)
+                           uint64_t drop)
 {
     const bool hint = p->prefetch != CNORM_PREFETCH_NONE;
-    if (g->on) /* the first chunks are on their way while the coefficients are made */
-        cs_ring_begin(p, g, tl, p->x, NULL, 0, drop, drop);
     if (p->mode == CNORM_MODE_APPLY) /* a later launch than the statistics' merge */
         __syncthreads();
     else
@@ -514,37 +292,14 @@ FROST_DEVICE void cs_apply(const cnorm_params *p, const cnorm_tile *tl, const cc
         m->coef_b[cl] = fmaf(-f[0], a, wb[p->cw + cl]);
     }
     __syncthreads();
+    if (w->r0 >= w->per || tl->nq <= 0)
+        return;
     float a[CN_VEC], b[CN_VEC];
 #pragma unroll
     for (int k = 0; k < CN_VEC; k++) {
         a[k] = m->coef_a[w->u * CN_VEC + k];
         b[k] = m->coef_b[w->u * CN_VEC + k];
     }
-    if (g->on) {
-        cs_cursor cy = cs_begin(p, tl, w, p->out, p->out_sn);
-        for (int i = 0; i < g->chunks; i++) {
-            const unsigned char *slot;
-            const int rows = cs_ring_wait(p, g, i, &slot);
-            if (w->r0 < w->per)
-#pragma unroll 4
-                for (int r = w->r0; r < rows; r += w->per) {
-                    float x[CN_VEC];
-                    cs_ring_unit(g, slot, 0, r, w, x);
-#pragma unroll
-                    for (int k = 0; k < CN_VEC; k++)
-                        x[k] = fmaf(x[k], a[k], b[k]);
-                    uint32_t q[4];
-                    cn_pack(q, x);
-                    cn_st_stream_v4((void *)cy.g, q);
-                    cs_advance(p, w, p->out_sn, &cy);
-                }
-            cs_ring_release(g, i, p);
-        }
-        cs_ring_end(g);
-        return;
-    }
-    if (w->r0 >= w->per || tl->nq <= 0)
-        return;
     cs_cursor cx = cs_begin(p, tl, w, p->x, p->x_sn), cy = cs_begin(p, tl, w, p->out, p->out_sn);
     int r = w->r0;
     if (p->vec_ok)
@@ -594,19 +349,15 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
     cs_carve(&p, (unsigned char *)cnorm_smem, &m);
     const cc_map w = cc_map_make(&p);
     const uint64_t keep = cs_policy(true), drop = cs_policy(false);
-    cs_ring ring;
-    ring.on = false;
     if (p.mode != CNORM_MODE_RESIDENT) {
-        if (cs_ring_on(&p))
-            cs_ring_init(&p, (unsigned char *)cnorm_smem, 1, &ring);
         for (int s = 0; s < p.windows; s++) {
             const int t = s * p.k_tiles + (int)blockIdx.x;
             const cnorm_tile tl = cn_tile(&p, t);
             if (p.mode == CNORM_MODE_STATS) {
-                cs_stats(&p, &tl, t, &w, &m, keep, drop, &ring);
+                cs_stats(&p, &tl, t, &w, &m, keep, drop);
             } else {
                 cs_params(&p, &tl, &m, 0);
-                cs_apply(&p, &tl, &w, &m, 0, drop, &ring);
+                cs_apply(&p, &tl, &w, &m, 0, drop);
             }
             __syncthreads(); /* shift, sums and coefficients are reused */
         }
@@ -617,11 +368,11 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
             const int t = s * p.k_tiles + (int)blockIdx.x;
             const cnorm_tile tl = cn_tile(&p, t);
             cs_params(&p, &tl, &m, s & 1);
-            cs_stats(&p, &tl, t, &w, &m, keep, drop, &ring);
+            cs_stats(&p, &tl, t, &w, &m, keep, drop);
         }
         if (s > 0) {
             const cnorm_tile tl = cn_tile(&p, (s - 1) * p.k_tiles + (int)blockIdx.x);
-            cs_apply(&p, &tl, &w, &m, (s - 1) & 1, drop, &ring);
+            cs_apply(&p, &tl, &w, &m, (s - 1) & 1, drop);
         }
         __syncthreads(); /* shift, sums and coefficients are reused */
     }
@@ -652,7 +403,7 @@ FROST_DEVICE void cs_acc_bwd(const float x[CN_VEC], const float g[CN_VEC], const
 /* Tile t's rows: per channel sum dy and sum dy (x - mean) into the workspace records, the
  * arrival, and for the last arrival the window's merge, d_bias and d_scale. */
 FROST_DEVICE void cs_bwd_stats(const cnorm_params *p, const cnorm_tile *tl, int t, const cc_map *w, const cs_smem *m,
-                               int par, uint64_t keep, uint64_t drop, cs_ring *g)
+                               int par, uint64_t keep, uint64_t drop)
 {
     const bool hint = p->prefetch != CNORM_PREFETCH_NONE;
     const float *wb = m->wb + par * 3 * p->cw;
@@ -663,23 +414,7 @@ FROST_DEVICE void cs_bwd_stats(const cnorm_params *p, const cnorm_tile *tl, int 
         a[k] = b[k] = 0.0f;
         mu[k] = wb[p->cw + w->u * CN_VEC + k];
     }
-    if (g->on) {
-        cs_ring_begin(p, g, tl, p->x, p->dy, p->keep_rows, keep, drop);
-        for (int i = 0; i < g->chunks; i++) {
-            const unsigned char *slot;
-            const int rows = cs_ring_wait(p, g, i, &slot);
-            if (w->r0 < w->per)
-#pragma unroll 4
-                for (int r = w->r0; r < rows; r += w->per) {
-                    float x[CN_VEC], gr[CN_VEC];
-                    cs_ring_unit(g, slot, 0, r, w, x);
-                    cs_ring_unit(g, slot, 1, r, w, gr);
-                    cs_acc_bwd(x, gr, mu, a, b);
-                }
-            cs_ring_release(g, i, p);
-        }
-        cs_ring_end(g);
-    } else if (w->r0 < w->per) {
+    if (w->r0 < w->per) {
         cs_cursor cx = cs_begin(p, tl, w, p->x, p->x_sn), cg = cs_begin(p, tl, w, p->dy, p->dy_sn);
         int r = w->r0;
         if (p->vec_ok)
@@ -742,11 +477,9 @@ FROST_DEVICE void cs_bwd_stats(const cnorm_params *p, const cnorm_tile *tl, int 
 
 /* dx for tile tl's rows once its window's sums are out: x and dy read again (from L2). */
 FROST_DEVICE void cs_bwd_apply(const cnorm_params *p, const cnorm_tile *tl, const cc_map *w, const cs_smem *m, int par,
-                               uint64_t drop, cs_ring *g)
+                               uint64_t drop)
 {
     const bool hint = p->prefetch != CNORM_PREFETCH_NONE;
-    if (g->on)
-        cs_ring_begin(p, g, tl, p->x, p->dy, 0, drop, drop);
     if (p->mode == CNORM_MODE_APPLY) /* a later launch than the statistics' merge */
         __syncthreads();
     else
@@ -763,6 +496,8 @@ FROST_DEVICE void cs_bwd_apply(const cnorm_params *p, const cnorm_tile *tl, cons
         m->coef_b[cl] = fmaf(f[0], cx, -r * mean_g);
     }
     __syncthreads();
+    if (w->r0 >= w->per)
+        return;
     float cdy[CN_VEC], cx[CN_VEC], kk[CN_VEC];
 #pragma unroll
     for (int k = 0; k < CN_VEC; k++) {
@@ -770,32 +505,6 @@ FROST_DEVICE void cs_bwd_apply(const cnorm_params *p, const cnorm_tile *tl, cons
         cx[k] = m->coef_a[w->u * CN_VEC + k];
         kk[k] = m->coef_b[w->u * CN_VEC + k];
     }
-    if (g->on) {
-        cs_cursor po = cs_begin(p, tl, w, p->out, p->out_sn);
-        for (int i = 0; i < g->chunks; i++) {
-            const unsigned char *slot;
-            const int rows = cs_ring_wait(p, g, i, &slot);
-            if (w->r0 < w->per)
-#pragma unroll 4
-                for (int r = w->r0; r < rows; r += w->per) {
-                    float x[CN_VEC], gr[CN_VEC];
-                    cs_ring_unit(g, slot, 0, r, w, x);
-                    cs_ring_unit(g, slot, 1, r, w, gr);
-#pragma unroll
-                    for (int k = 0; k < CN_VEC; k++)
-                        x[k] = fmaf(gr[k], cdy[k], fmaf(-x[k], cx[k], kk[k]));
-                    uint32_t q[4];
-                    cn_pack(q, x);
-                    cn_st_stream_v4((void *)po.g, q);
-                    cs_advance(p, w, p->out_sn, &po);
-                }
-            cs_ring_release(g, i, p);
-        }
-        cs_ring_end(g);
-        return;
-    }
-    if (w->r0 >= w->per)
-        return;
     cs_cursor px = cs_begin(p, tl, w, p->x, p->x_sn), pg = cs_begin(p, tl, w, p->dy, p->dy_sn),
               po = cs_begin(p, tl, w, p->out, p->out_sn);
     int r = w->r0;
@@ -848,19 +557,15 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
     cs_carve(&p, (unsigned char *)cnorm_smem, &m);
     const cc_map w = cc_map_make(&p);
     const uint64_t keep = cs_policy(true), drop = cs_policy(false);
-    cs_ring ring;
-    ring.on = false;
     if (p.mode != CNORM_MODE_RESIDENT) { /* the two-launch form, as in the forward */
-        if (cs_ring_on(&p))
-            cs_ring_init(&p, (unsigned char *)cnorm_smem, 2, &ring);
         for (int s = 0; s < p.windows; s++) {
             const int t = s * p.k_tiles + (int)blockIdx.x;
             const cnorm_tile tl = cn_tile(&p, t);
             cs_bwd_params(&p, &tl, &m, 0);
             if (p.mode == CNORM_MODE_STATS)
-                cs_bwd_stats(&p, &tl, t, &w, &m, 0, keep, drop, &ring);
+                cs_bwd_stats(&p, &tl, t, &w, &m, 0, keep, drop);
             else
-                cs_bwd_apply(&p, &tl, &w, &m, 0, drop, &ring);
+                cs_bwd_apply(&p, &tl, &w, &m, 0, drop);
             __syncthreads(); /* sums and coefficients are reused */
         }
         return;
@@ -870,11 +575,11 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
             const int t = s * p.k_tiles + (int)blockIdx.x;
             const cnorm_tile tl = cn_tile(&p, t);
             cs_bwd_params(&p, &tl, &m, s & 1);
-            cs_bwd_stats(&p, &tl, t, &w, &m, s & 1, keep, drop, &ring);
+            cs_bwd_stats(&p, &tl, t, &w, &m, s & 1, keep, drop);
         }
         if (s > 0) {
             const cnorm_tile tl = cn_tile(&p, (s - 1) * p.k_tiles + (int)blockIdx.x);
-            cs_bwd_apply(&p, &tl, &w, &m, (s - 1) & 1, drop, &ring);
+            cs_bwd_apply(&p, &tl, &w, &m, (s - 1) & 1, drop);
         }
         __syncthreads(); /* sums and coefficients are reused */
     }
