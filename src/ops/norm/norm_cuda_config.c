@@ -82,7 +82,8 @@ static const tile_rule tile_rules[2][3] = {
  * fetches), persist (1: persistent grid, 0: one row group per row; forward only), bps (cap
  * on blocks per SM), minrows (backward: rows a row group should see at least), minb
  * (resident blocks per SM the launch bounds cut registers for), rslices (the backward
- * reduce's slices of partial rows, 1-32). */
+ * reduce's slices of partial rows, 1-32), lnm (LayerNorm forward: 1 one-barrier statistics,
+ * 0 two reductions). */
 int frost__norm_tune(const char *name, int dflt)
 {
     const char *env = getenv("FROST_NORM_TUNE");
@@ -299,9 +300,13 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
         frost__key_define(k, "L2_256", NULL);
     if (plan->minb > 0)
         frost__key_define(k, "MINB", "%d", plan->minb);
-    if (frost__norm_tune("wsum", 0))
-        frost__key_define(k, "NORM_SERIAL_WSUM", NULL);
-    if (!p->backward && p->kind == FROST__NORM_LAYER && frost__norm_tune("lnm", 0))
+    /* LayerNorm forward rows that fill their row group exactly (every warp holds as many
+     * columns) take their statistics with one barrier (LN_MERGE, norm_fwd.cu): 1.01-1.03x at
+     * 1024, 4096, 8192 and 16384 columns in two sweeps of 2026-12-03 (docs/PERF.md), 0.87x at
+     * 5120, whose second unit a thread holds is mostly padding */
+    const int full_rows = vector && !plan->looped && plan->group > 32 &&
+                          p->cols == (int64_t)plan->group * plan->nv * plan->vec;
+    if (!p->backward && p->kind == FROST__NORM_LAYER && frost__norm_tune("lnm", full_rows))
         frost__key_define(k, "LN_MERGE", NULL);
     if (p->backward) {
         plan->want_dscale = p->slot[FROST__NORM_D_SCALE].present;

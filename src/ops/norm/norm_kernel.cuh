@@ -319,13 +319,6 @@ FROST_DEVICE float *norm_red_next(norm_red *r)
  * step adds the same two values in either order). */
 FROST_DEVICE float norm_warps_sum(const float *mine)
 {
-#if defined(NORM_SERIAL_WSUM)
-    float t = 0.0f;
-#pragma unroll
-    for (int w = 0; w < GROUP / 32; w++)
-        t += mine[w];
-    return t;
-#endif
     float s = mine[(threadIdx.x & 31) % (GROUP / 32)];
 #pragma unroll
     for (int o = GROUP / 64; o > 0; o >>= 1)
