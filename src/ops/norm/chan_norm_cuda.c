@@ -224,10 +224,6 @@ static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
     k->want_rec = pl->use[ENTRY_DPARAMS];
     if (pl->merge_kernel)
         k->flags |= CNORM_F_MERGE_KERNEL;
-    /* FROST_CNORM_ROLL=0 (developer tuning): the stream path loads in batches */
-    const char *roll = getenv("FROST_CNORM_ROLL");
-    if (roll && roll[0] == '0' && !roll[1])
-        k->flags |= CNORM_F_NO_ROLL;
     const double m = p->kind == FROST__CNORM_BATCH ? (double)p->n * (double)p->spatial
                                                    : (double)k->cg * (double)p->spatial;
     k->eps = (float)p->epsilon;

@@ -74,7 +74,6 @@
 #define CNORM_F_ZERO_CENTERED 16 /* w_eff = 1 + w */
 #define CNORM_F_REVERSE 32       /* APPLY visits the tiles last first: the end of the STATS pass is in L2 */
 #define CNORM_F_MERGE_KERNEL 64  /* stream path STATS: records only; the finalize kernel merges them */
-#define CNORM_F_NO_ROLL 128      /* stream path: batches of loads instead of rolling loads (chan_norm_stream.cu) */
 
 /* How a block asks L2 for its next tile (params.prefetch): bulk prefetches of each
  * contiguous run, one prefetch.global.L2 per 128-byte line (NHWC vector path), or none. */

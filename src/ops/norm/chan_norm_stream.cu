@@ -56,14 +56,6 @@
 
 #define CS_BATCH 8 /* loads in flight per thread */
 
-/* Rolling loads (the default; FROST_CNORM_ROLL=0 turns them off): each unit's register is
- * refilled with the unit CS_BATCH rows on as soon as it is used, so a thread keeps CS_BATCH
- * loads in flight all along instead of issuing a batch, draining it and issuing the next. */
-FROST_DEVICE bool cs_roll(const cnorm_params *p)
-{
-    return !(p->flags & CNORM_F_NO_ROLL);
-}
-
 /* L2 policies: keep the first read of x for the second, drop the second. */
 FROST_DEVICE uint64_t cs_policy(bool last)
 {
@@ -230,28 +222,7 @@ FROST_DEVICE void cs_stats(const cnorm_params *p, const cnorm_tile *tl, int t, c
         cs_unit(p, cs_begin(p, tl, &w0, p->x, p->x_sn).g, s, false, keep);
         cs_cursor c = cs_begin(p, tl, w, p->x, p->x_sn);
         int r = w->r0;
-        if (p->vec_ok && cs_roll(p)) {
-            uint32_t v[CS_BATCH][4];
-#pragma unroll
-            for (int i = 0; i < CS_BATCH; i++) {
-                if (r + i * w->per < tl->nq)
-                    cs_ld(v[i], c.g, hint, r + i * w->per < p->keep_rows ? keep : drop);
-                cs_advance(p, w, p->x_sn, &c);
-            }
-            for (; r < tl->nq; r += CS_BATCH * w->per)
-#pragma unroll
-                for (int i = 0; i < CS_BATCH; i++) {
-                    const int row = r + i * w->per, next = row + CS_BATCH * w->per;
-                    if (row < tl->nq) {
-                        float x[CN_VEC];
-                        cn_unpack(v[i], x);
-                        cs_acc(x, s, a, b);
-                    }
-                    if (next < tl->nq)
-                        cs_ld(v[i], c.g, hint, next < p->keep_rows ? keep : drop);
-                    cs_advance(p, w, p->x_sn, &c);
-                }
-        } else if (p->vec_ok)
+        if (p->vec_ok)
             for (; r < tl->nq; r += CS_BATCH * w->per) { /* CS_BATCH loads in flight, the last batch predicated */
                 uint32_t v[CS_BATCH][4];
 #pragma unroll
@@ -331,34 +302,7 @@ FROST_DEVICE void cs_apply(const cnorm_params *p, const cnorm_tile *tl, const cc
     }
     cs_cursor cx = cs_begin(p, tl, w, p->x, p->x_sn), cy = cs_begin(p, tl, w, p->out, p->out_sn);
     int r = w->r0;
-    if (p->vec_ok && cs_roll(p)) {
-        uint32_t v[CS_BATCH][4];
-#pragma unroll
-        for (int i = 0; i < CS_BATCH; i++) {
-            if (r + i * w->per < tl->nq)
-                cs_ld(v[i], cx.g, hint, drop);
-            cs_advance(p, w, p->x_sn, &cx);
-        }
-        for (; r < tl->nq; r += CS_BATCH * w->per)
-#pragma unroll
-            for (int i = 0; i < CS_BATCH; i++) {
-                const int row = r + i * w->per;
-                if (row < tl->nq) {
-                    float x[CN_VEC];
-                    uint32_t q[4];
-                    cn_unpack(v[i], x);
-#pragma unroll
-                    for (int k = 0; k < CN_VEC; k++)
-                        x[k] = fmaf(x[k], a[k], b[k]);
-                    cn_pack(q, x);
-                    cn_st_stream_v4((void *)cy.g, q);
-                }
-                cs_advance(p, w, p->out_sn, &cy);
-                if (row + CS_BATCH * w->per < tl->nq)
-                    cs_ld(v[i], cx.g, hint, drop);
-                cs_advance(p, w, p->x_sn, &cx);
-            }
-    } else if (p->vec_ok)
+    if (p->vec_ok)
         for (; r < tl->nq; r += CS_BATCH * w->per) {
             uint32_t v[CS_BATCH][4];
 #pragma unroll
@@ -473,37 +417,7 @@ FROST_DEVICE void cs_bwd_stats(const cnorm_params *p, const cnorm_tile *tl, int 
     if (w->r0 < w->per) {
         cs_cursor cx = cs_begin(p, tl, w, p->x, p->x_sn), cg = cs_begin(p, tl, w, p->dy, p->dy_sn);
         int r = w->r0;
-        if (p->vec_ok && cs_roll(p)) {
-            uint32_t vx[CS_BATCH / 2][4], vg[CS_BATCH / 2][4];
-#pragma unroll
-            for (int i = 0; i < CS_BATCH / 2; i++) {
-                if (r + i * w->per < tl->nq) {
-                    const uint64_t pol = r + i * w->per < p->keep_rows ? keep : drop;
-                    cs_ld(vx[i], cx.g, hint, pol);
-                    cs_ld(vg[i], cg.g, hint, pol);
-                }
-                cs_advance(p, w, p->x_sn, &cx);
-                cs_advance(p, w, p->dy_sn, &cg);
-            }
-            for (; r < tl->nq; r += CS_BATCH / 2 * w->per)
-#pragma unroll
-                for (int i = 0; i < CS_BATCH / 2; i++) {
-                    const int row = r + i * w->per, next = row + CS_BATCH / 2 * w->per;
-                    if (row < tl->nq) {
-                        float x[CN_VEC], g[CN_VEC];
-                        cn_unpack(vx[i], x);
-                        cn_unpack(vg[i], g);
-                        cs_acc_bwd(x, g, mu, a, b);
-                    }
-                    if (next < tl->nq) {
-                        const uint64_t pol = next < p->keep_rows ? keep : drop;
-                        cs_ld(vx[i], cx.g, hint, pol);
-                        cs_ld(vg[i], cg.g, hint, pol);
-                    }
-                    cs_advance(p, w, p->x_sn, &cx);
-                    cs_advance(p, w, p->dy_sn, &cg);
-                }
-        } else if (p->vec_ok)
+        if (p->vec_ok)
             for (; r < tl->nq; r += CS_BATCH / 2 * w->per) {
                 uint32_t vx[CS_BATCH / 2][4], vg[CS_BATCH / 2][4];
 #pragma unroll
@@ -594,41 +508,7 @@ FROST_DEVICE void cs_bwd_apply(const cnorm_params *p, const cnorm_tile *tl, cons
     cs_cursor px = cs_begin(p, tl, w, p->x, p->x_sn), pg = cs_begin(p, tl, w, p->dy, p->dy_sn),
               po = cs_begin(p, tl, w, p->out, p->out_sn);
     int r = w->r0;
-    if (p->vec_ok && cs_roll(p)) {
-        uint32_t vx[CS_BATCH / 2][4], vg[CS_BATCH / 2][4];
-#pragma unroll
-        for (int i = 0; i < CS_BATCH / 2; i++) {
-            if (r + i * w->per < tl->nq) {
-                cs_ld(vx[i], px.g, hint, drop);
-                cs_ld(vg[i], pg.g, hint, drop);
-            }
-            cs_advance(p, w, p->x_sn, &px);
-            cs_advance(p, w, p->dy_sn, &pg);
-        }
-        for (; r < tl->nq; r += CS_BATCH / 2 * w->per)
-#pragma unroll
-            for (int i = 0; i < CS_BATCH / 2; i++) {
-                const int row = r + i * w->per;
-                if (row < tl->nq) {
-                    float x[CN_VEC], g[CN_VEC];
-                    uint32_t q[4];
-                    cn_unpack(vx[i], x);
-                    cn_unpack(vg[i], g);
-#pragma unroll
-                    for (int k = 0; k < CN_VEC; k++)
-                        x[k] = fmaf(g[k], cdy[k], fmaf(-x[k], cx[k], kk[k]));
-                    cn_pack(q, x);
-                    cn_st_stream_v4((void *)po.g, q);
-                }
-                cs_advance(p, w, p->out_sn, &po);
-                if (row + CS_BATCH / 2 * w->per < tl->nq) {
-                    cs_ld(vx[i], px.g, hint, drop);
-                    cs_ld(vg[i], pg.g, hint, drop);
-                }
-                cs_advance(p, w, p->x_sn, &px);
-                cs_advance(p, w, p->dy_sn, &pg);
-            }
-    } else if (p->vec_ok)
+    if (p->vec_ok)
         for (; r < tl->nq; r += CS_BATCH / 2 * w->per) {
             uint32_t vx[CS_BATCH / 2][4], vg[CS_BATCH / 2][4];
 #pragma unroll
