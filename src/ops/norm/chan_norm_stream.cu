@@ -14,10 +14,10 @@
  * FROST_CNORM_STREAM_MERGE=0 the blocks of launch 1 arrive at the window's counter instead
  * and the last arrivals merge (below): slower, because a few blocks merge while the rest of
  * the GPU idles (ncu, 2026-12-03: SMs active 55 % of that launch).  Launch 2 (mode APPLY):
- * each block reads its rows again and writes the output.  The host takes the widest window (C itself when it fits), so a block's rows
- * are long contiguous runs, and sets keep_rows: the first keep_rows rows of every tile are
- * read evict-last in launch 1, the rest evict-first, so launch 2 finds that share of x
- * (and dy) in L2.
+ * each block reads its rows again and writes the output.  The host takes the widest window
+ * (C itself when it fits), so a block's rows are long contiguous runs, and sets keep_rows:
+ * the first keep_rows rows of every tile are read evict-last in launch 1, the rest
+ * evict-first, so launch 2 finds that share of x (and dy) in L2.
  *
  * One launch (FROST_CNORM_STREAM=1, mode RESIDENT).  Every block is resident: it reads
  * its rows of window s once from HBM, publishes its records and arrives, then reads its
