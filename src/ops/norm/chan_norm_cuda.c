@@ -34,8 +34,9 @@
  *
  * The stream path (chan_norm_stream.cu): BatchNorm training forward, and backward with both
  * saved statistics, on NHWC 16-byte units: by default two launches of one grid, the
- * statistics (merged by the last arriving blocks, nothing waits) and then the output, with
- * the first rows of each tile kept in L2 between them; or (FROST_CNORM_STREAM=1) one launch
+ * statistics (each tile's records, merged per channel by the finalize kernel launched
+ * between them) and then the output, with the first rows of each tile kept in L2 between
+ * them; or (FROST_CNORM_STREAM=1) one launch
  * of a resident grid that reads each window once from HBM for the sums and again from L2
  * for the output.
  *
@@ -245,9 +246,9 @@ static void plan_workspace(cnorm_plan *pl)
     const int64_t part_floats = pl->backward ? CNORM_PART_FLOATS_BWD : CNORM_PART_FLOATS_FWD;
     const int stats = !(k->flags & CNORM_F_RUNNING);
     int64_t at = 0;
-    /* the stream path's two-level merge: a counter and a record per tile group after the
-     * segments' counters and the tiles' records */
-    const int64_t groups = geo->stream ? geo->num_segments * CNS_GROUPS(geo->k_tiles) : 0;
+    /* the stream path's in-launch two-level merge: a counter and a record per tile group after
+     * the segments' counters and the tiles' records (none when the finalize kernel merges) */
+    const int64_t groups = geo->stream && !pl->merge_kernel ? geo->num_segments * CNS_GROUPS(geo->k_tiles) : 0;
     pl->counters = exchange && geo->resident && !pl->merge_kernel ? geo->num_segments + groups : 0;
     k->off_count = at;
     at += frost__cnorm_align_up(pl->counters * 4, 256);

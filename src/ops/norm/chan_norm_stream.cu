@@ -207,7 +207,8 @@ FROST_DEVICE void cs_params(const cnorm_params *p, const cnorm_tile *tl, const c
 }
 
 /* Tile t's rows: per-channel sums about the tile's first row into s1, s2, shift; then the
- * records, the arrival, and for the last arrival the window's merge. */
+ * records and, unless the finalize kernel merges them (CNORM_F_MERGE_KERNEL), the arrival
+ * and for the last arrival the window's merge. */
 FROST_DEVICE void cs_stats(const cnorm_params *p, const cnorm_tile *tl, int t, const cc_map *w, const cs_smem *m,
                            uint64_t keep, uint64_t drop)
 {
@@ -339,7 +340,8 @@ FROST_DEVICE void cs_apply(const cnorm_params *p, const cnorm_tile *tl, const cc
 
 /* Block b owns tile b of every window.  Mode RESIDENT (the grid is k_tiles blocks, all
  * resident): the statistics of window s, then the output of window s - 1.  The two-launch
- * form: mode STATS, every window's statistics (no block waits: the last arrival merges);
+ * form: mode STATS, every window's statistics records (merged by the finalize kernel, or by
+ * the last arrivals under FROST_CNORM_STREAM_MERGE=0; no block waits for another);
  * mode APPLY, a second launch, every window's output. */
 extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
     cnorm_stream_fwd_kernel(const __grid_constant__ cnorm_params p)
@@ -400,8 +402,9 @@ FROST_DEVICE void cs_acc_bwd(const float x[CN_VEC], const float g[CN_VEC], const
     }
 }
 
-/* Tile t's rows: per channel sum dy and sum dy (x - mean) into the workspace records, the
- * arrival, and for the last arrival the window's merge, d_bias and d_scale. */
+/* Tile t's rows: per channel sum dy and sum dy (x - mean) into the workspace records; then,
+ * unless the finalize kernel merges them (CNORM_F_MERGE_KERNEL), the arrival, and for the
+ * last arrival the window's merge, d_bias and d_scale. */
 FROST_DEVICE void cs_bwd_stats(const cnorm_params *p, const cnorm_tile *tl, int t, const cc_map *w, const cs_smem *m,
                                int par, uint64_t keep, uint64_t drop)
 {
