@@ -98,8 +98,16 @@ static frost_status norm_build(const frost_context *ctx, const frost__node *n, v
     const int64_t groups = plan->rows_per_block_groups;
     const int64_t resident = (int64_t)dev->sm_count * plan->blocks_per_sm;
     int64_t grid = frost__norm_ceil_div(p->rows, groups);
-    if (grid > resident && plan->persistent)
+    if (grid > resident && plan->persistent) {
         grid = resident;
+        /* Forward: as few blocks as give every block the same number of row trips, so
+         * that no trip runs alone at the end (16384 rows on 528 resident blocks: 512
+         * blocks of 32 trips rather than 16 of 32 and 512 of 31). */
+        if (!plan->backward && frost__norm_tune("even", 1)) {
+            const int64_t trips = frost__norm_ceil_div(frost__norm_ceil_div(p->rows, groups), grid);
+            grid = frost__norm_ceil_div(frost__norm_ceil_div(p->rows, groups), trips);
+        }
+    }
     if (grid > (1 << 30)) /* the kernels stride over rows: any grid covers them */
         grid = 1 << 30;
     if (plan->backward) {

@@ -83,7 +83,8 @@ static const tile_rule tile_rules[2][3] = {
  * on blocks per SM), minrows (backward: rows a row group should see at least), minb
  * (resident blocks per SM the launch bounds cut registers for), rslices (the backward
  * reduce's slices of partial rows, 1-32), lnm (LayerNorm forward: 1 one-barrier statistics,
- * 0 two reductions). */
+ * 0 two reductions), even (forward persistent grids: 1 as many row trips for every block,
+ * 0 one block per resident slot; norm_cuda.c). */
 int frost__norm_tune(const char *name, int dflt)
 {
     const char *env = getenv("FROST_NORM_TUNE");
