@@ -254,6 +254,10 @@ static const cluster_case stream_cases[] = {
      264},
     {"FROST_CNORM_WINDOW=32 sets the two-launch form's window", BN, 1, 1, 32, 512, 4096, 0, 2,
      "FROST_CNORM_WINDOW=32", 32, 264},
+    {"FROST_CNORM_STREAM_BLOCKS=3: three blocks per SM", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM_BLOCKS=3",
+     512, 396},
+    {"FROST_CNORM_STREAM_BLOCKS=4 is out of range: two", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM_BLOCKS=4",
+     512, 264},
 };
 #define NUM_STREAM_CASES ((int)(sizeof stream_cases / sizeof stream_cases[0]))
 
@@ -277,8 +281,11 @@ static void run_stream_case(int index, const cluster_case *c)
                  (long long)c->cw, (long long)c->k);
     if (c->c % geo.cw != 0 || geo.cw % s.cw_unit != 0 || geo.sets != geo.cw || geo.windows != c->c / geo.cw)
         tu_failf("window %lld is not whole units of C %lld", (long long)geo.cw, (long long)c->c);
+    const int64_t blocks = c->env && strcmp(c->env, "FROST_CNORM_STREAM_BLOCKS=3") == 0 ? 3 : CNS_MIN_BLOCKS;
+    if (geo.blocks != blocks)
+        tu_failf("%lld blocks per SM, expected %lld", (long long)geo.blocks, (long long)blocks);
     if (geo.rows * geo.k_tiles < rows_all || (geo.k_tiles - 1) * geo.rows >= rows_all ||
-        geo.k_tiles > dev.sms * CNS_MIN_BLOCKS)
+        geo.k_tiles > dev.sms * blocks)
         tu_failf("%lld rows x %lld tiles do not cut %lld rows over the resident blocks", (long long)geo.rows,
                  (long long)geo.k_tiles, (long long)rows_all);
     const int form = c->env && strcmp(c->env, "FROST_CNORM_STREAM=1") == 0 ? 1 : 2;
@@ -307,6 +314,7 @@ int main(void)
     unsetenv("FROST_CNORM_WINDOW");
     unsetenv("FROST_CNORM_BLOCKS");
     unsetenv("FROST_CNORM_TILE_KB");
+    unsetenv("FROST_CNORM_STREAM_BLOCKS");
     for (int i = 0; i < NUM_CASES; ++i) {
         if (only >= 0 && only != i)
             continue;

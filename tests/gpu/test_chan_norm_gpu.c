@@ -46,7 +46,9 @@
  * default, the one-launch form with FROST_CNORM_STREAM=1) with odd row counts, sample gaps,
  * a misaligned base, three windows, one window of 512 or 256 channels, tiles shorter than a
  * block pass, the statistics merged by the finalize kernel or (FROST_CNORM_STREAM_MERGE=0) in
- * the statistics launch, and explicitly off (the NHWC cases that test the
+ * the statistics launch, the two launches on their own entry points (2 or, with
+ * FROST_CNORM_STREAM_BLOCKS=3, 3 blocks per SM) or (FROST_CNORM_STREAM_SPLIT=0) on the
+ * combined kernel, and explicitly off (the NHWC cases that test the
  * three-kernel fallback; random cases draw off, default, one and two launches), then
  * seeded random cases, then the selector's refusals.  FROST_TEST_SMALL=1 runs only the
  * cases marked small (for compute-sanitizer).  FROST_TEST_SEED / FROST_TEST_CASE rerun one.
@@ -158,6 +160,14 @@ static const ccase table[] = {
      2.0, 0, 1, 0, 0, 0},
     {"bn f16 nhwc stream two-launch gap merge in launch", BN, F16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 1, 1, 0, 2.0, 0,
      1, 0, 0, 2},
+    {"bn bf16 nhwc stream 256 channels combined kernel", BN, BF16, 2, 256, 128, 128, 0, 1, 0, 1, 2, 1, 0, 1, 1, 1, 0,
+     2.0, 0, 1, 0, 0, 0},
+    {"bn bf16 nhwc stream 256 channels 3 blocks", BN, BF16, 2, 256, 128, 128, 0, 1, 0, 1, 2, 1, 0, 1, 1, 1, 0, 2.0, 0,
+     1, 0, 0, 0},
+    {"bn f16 nhwc stream two-launch gap 3 blocks", BN, F16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 1, 1, 0, 2.0, 0, 1, 0,
+     0, 2},
+    {"bn f32 nhwc stream misaligned 3 blocks", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 1, 0, 1, 1.0, 0, 1, 0, 0,
+     0},
 };
 #undef F32
 #undef F16
@@ -328,8 +338,14 @@ static int run_gpu(run *r, frost_graph *g, const frost__device *dev, int backwar
         setenv("FROST_CNORM_STREAM", c->stream == 2 ? "2" : c->stream > 0 ? "1" : "0", 1);
     if (strstr(c->name, "merge in launch"))
         setenv("FROST_CNORM_STREAM_MERGE", "0", 1);
+    if (strstr(c->name, "combined kernel"))
+        setenv("FROST_CNORM_STREAM_SPLIT", "0", 1);
+    if (strstr(c->name, "3 blocks"))
+        setenv("FROST_CNORM_STREAM_BLOCKS", "3", 1);
     const int built = tu_run_cuda(g, dev, &slots, c->misalign, repeat);
     unsetenv("FROST_CNORM_STREAM_MERGE");
+    unsetenv("FROST_CNORM_STREAM_SPLIT");
+    unsetenv("FROST_CNORM_STREAM_BLOCKS");
     unsetenv("FROST_CNORM_TILE_KB");
     unsetenv("FROST_CNORM_BLOCKS");
     unsetenv("FROST_CNORM_CLUSTER");
@@ -457,7 +473,7 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
         /* the cluster path: NHWC GroupNorm / InstanceNorm only; every table case that forces
          * it is eligible, and -1 turns it off */
         const int clustered = strstr(explain, "chan_norm_cluster.cu:cnorm_cluster_fwd_kernel") != NULL;
-        const int streamed = strstr(explain, "chan_norm_stream.cu:cnorm_stream_fwd_kernel") != NULL;
+        const int streamed = strstr(explain, "chan_norm_stream.cu:cnorm_stream_fwd_") != NULL;
         const int want_cluster = c->cluster > 0 && strstr(c->name, "cluster") != NULL;
         if (c->n > 0 && !clustered && !streamed && !strstr(explain, "chan_norm_fwd.cu:cnorm_fwd_kernel"))
             tu_failf("explain does not name the cuda kernel:\n%s", explain);
@@ -476,6 +492,14 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
         if (streamed && two_launches && merge_kernel != !strstr(c->name, "merge in launch"))
             tu_failf("the two-launch form's merge %s the finalize kernel:\n%s", merge_kernel ? "in" : "not in",
                      explain);
+        /* ... whose launches run their own entry points unless a case asks for the combined kernel */
+        const int split = strstr(explain, "cnorm_stream_fwd_stats_kernel") != NULL &&
+                          strstr(explain, "then every window's output (cnorm_stream_fwd_apply_kernel") != NULL;
+        if (streamed && two_launches && merge_kernel && split != !strstr(c->name, "combined kernel"))
+            tu_failf("the two-launch form %s its split entry points:\n%s", split ? "ran" : "did not run", explain);
+        if (streamed && two_launches && merge_kernel && !strstr(explain, strstr(c->name, "3 blocks") ? "3 blocks per SM"
+                                                                                                   : "2 blocks per SM"))
+            tu_failf("the two-launch form's blocks per SM are not the case's:\n%s", explain);
         if (streamed && two_launches != (c->stream != 1))
             tu_failf("the stream path's %s form, expected the other:\n%s", two_launches ? "two-launch" : "one-launch",
                      explain);

@@ -36,13 +36,16 @@
  * saved statistics, on NHWC 16-byte units: by default two launches of one grid, the
  * statistics (each tile's records, merged per channel by the finalize kernel launched
  * between them) and then the output, with the first rows of each tile kept in L2 between
- * them; or (FROST_CNORM_STREAM=1) one launch
+ * them (each launch an entry point of its own, cnorm_stream_{fwd,bwd}_{stats,apply}_kernel,
+ * whose registers serve its loop alone; FROST_CNORM_STREAM_SPLIT=0 runs both launches on the
+ * combined kernel); or (FROST_CNORM_STREAM=1) one launch
  * of a resident grid that reads each window once from HBM for the sums and again from L2
  * for the output.
  *
  * Kernel keys: DTYPE_F32|F16|BF16, KIND_GROUP|INSTANCE|BATCH, LAYOUT_NCHW|NHWC, per entry
  * point (main, finalize, dparams): 90 keys; the cluster path's main kernels add CLUSTER =
- * 1, 2, 4, 8 (48 keys), the stream path one per dtype and direction (6); all listed by
+ * 1, 2, 4, 8 (48 keys), the stream path three per dtype and direction (the combined kernel,
+ * the statistics and the output entry points with STREAM_BLOCKS = 2: 18); all listed by
  * frost__cnorm_cuda_keys.
  */
 #include <stdint.h>
@@ -61,10 +64,16 @@ FROST__STATIC_ASSERT(sizeof(cnorm_params) == CNORM_PARAMS_BYTES, "cnorm_params l
 #define SMEM_RESERVED 1024 /* per block, taken by the hardware */
 #define MAX_ROWS ((int64_t)INT32_MAX - 4096)
 
-enum { ENTRY_MAIN = 0, ENTRY_FINALIZE = 1, ENTRY_DPARAMS = 2, NUM_ENTRIES = 3 };
+/* ENTRY_APPLY: the stream path's output launch when it has an entry point of its own */
+enum { ENTRY_MAIN = 0, ENTRY_FINALIZE = 1, ENTRY_DPARAMS = 2, ENTRY_APPLY = 3, NUM_ENTRIES = 4 };
 static const char *const entry_names[2][NUM_ENTRIES] = {
-    {"cnorm_fwd_kernel", "cnorm_fwd_finalize_kernel", NULL},
-    {"cnorm_bwd_kernel", "cnorm_bwd_finalize_kernel", "cnorm_bwd_dparams_kernel"},
+    {"cnorm_fwd_kernel", "cnorm_fwd_finalize_kernel", NULL, NULL},
+    {"cnorm_bwd_kernel", "cnorm_bwd_finalize_kernel", "cnorm_bwd_dparams_kernel", NULL},
+};
+/* the stream path's entry points: [backward][combined, statistics, output] */
+static const char *const stream_entry[2][3] = {
+    {"cnorm_stream_fwd_kernel", "cnorm_stream_fwd_stats_kernel", "cnorm_stream_fwd_apply_kernel"},
+    {"cnorm_stream_bwd_kernel", "cnorm_stream_bwd_stats_kernel", "cnorm_stream_bwd_apply_kernel"},
 };
 static const char *const cluster_entry[2] = {"cnorm_cluster_fwd_kernel", "cnorm_cluster_bwd_kernel"};
 static const char *const kind_define[3] = {"KIND_GROUP", "KIND_INSTANCE", "KIND_BATCH"};
@@ -76,6 +85,7 @@ typedef struct cnorm_plan {
     cnorm_geometry geo;
     int use[NUM_ENTRIES];
     int merge_kernel; /* the stream path's two-launch form: the finalize kernel merges the statistics */
+    int split;        /* ... and its two launches run their own entry points (ENTRY_MAIN, ENTRY_APPLY) */
     frost__kernel_key keys[NUM_ENTRIES];
     frost__kernel *kernels[NUM_ENTRIES];
     int64_t counters; /* RESIDENT with an exchange: the counters to zero before the launch */
@@ -137,15 +147,18 @@ static frost_status pick_layout(const frost__graph *g, const frost__node *n, con
     return FROST_OK;
 }
 
-/* blocks: resident blocks per SM of the main kernel (> 1 only under FROST_CNORM_BLOCKS);
- * cluster: > 0 for the cluster path's main kernel (chan_norm_cluster.cu), its blocks per
- * cluster, < 0 for the stream path's (chan_norm_stream.cu) */
+/* blocks: resident blocks per SM of the main kernel (> 1 only under FROST_CNORM_BLOCKS; the
+ * stream path's split entry points: the geometry's count); cluster: > 0 for the cluster
+ * path's main kernel (chan_norm_cluster.cu), its blocks per cluster, -1 for the stream path's
+ * combined kernel (chan_norm_stream.cu), -2 for its split entry points (ENTRY_MAIN: the
+ * statistics, ENTRY_APPLY: the output) */
 static void fill_key(frost__kernel_key *k, int backward, int entry, frost_dtype dtype, int kind, int nhwc,
                      int64_t blocks, int64_t cluster)
 {
-    const int clustered = entry == ENTRY_MAIN && cluster > 0, streamed = entry == ENTRY_MAIN && cluster < 0;
+    const int clustered = entry == ENTRY_MAIN && cluster > 0;
+    const int streamed = (entry == ENTRY_MAIN || entry == ENTRY_APPLY) && cluster < 0, split = cluster == -2;
     if (streamed)
-        frost__key_init(k, STREAM_SOURCE, backward ? "cnorm_stream_bwd_kernel" : "cnorm_stream_fwd_kernel");
+        frost__key_init(k, STREAM_SOURCE, stream_entry[backward][!split ? 0 : entry == ENTRY_MAIN ? 1 : 2]);
     else
         frost__key_init(k, clustered ? CLUSTER_SOURCE : backward ? BWD_SOURCE : FWD_SOURCE,
                         clustered ? cluster_entry[backward] : entry_names[backward][entry]);
@@ -154,6 +167,8 @@ static void fill_key(frost__kernel_key *k, int backward, int entry, frost_dtype 
     frost__key_define(k, nhwc ? "LAYOUT_NHWC" : "LAYOUT_NCHW", NULL);
     if (clustered)
         frost__key_define(k, "CLUSTER", "%d", (int)cluster);
+    else if (streamed && split)
+        frost__key_define(k, "STREAM_BLOCKS", "%d", (int)blocks);
     else if (entry == ENTRY_MAIN && blocks > 1 && !streamed)
         frost__key_define(k, "MINB", "%d", (int)blocks);
 }
@@ -354,12 +369,15 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
      * (a warp per channel) unless FROST_CNORM_STREAM_MERGE=0 (the launch's last arrivals merge) */
     const char *merge = getenv("FROST_CNORM_STREAM_MERGE");
     pl->merge_kernel = pl->geo.stream == 2 && !(merge && merge[0] == '0' && !merge[1]);
+    const char *split = getenv("FROST_CNORM_STREAM_SPLIT");
+    pl->split = pl->merge_kernel && !(split && split[0] == '0' && !split[1]);
     pl->use[ENTRY_FINALIZE] = !pl->empty && stats && (!pl->geo.resident || pl->merge_kernel);
     pl->use[ENTRY_DPARAMS] = want_dparams && (p->kind != FROST__CNORM_BATCH || pl->empty) && p->c > 0;
+    pl->use[ENTRY_APPLY] = !pl->empty && pl->split;
     for (int e = 0; e < NUM_ENTRIES; e++)
         if (pl->use[e])
             fill_key(&pl->keys[e], p->backward, e, pl->dtype, pl->kind, nhwc, pl->geo.blocks,
-                     pl->geo.stream ? -1 : pl->geo.cluster);
+                     pl->split ? -2 : pl->geo.stream ? -1 : pl->geo.cluster);
     fill_params(p, pl);
     plan_workspace(pl);
     pl->grid_finalize = (unsigned)frost__cnorm_ceil_div(pl->geo.num_segments * pl->geo.sets, CNORM_WARPS);
@@ -397,9 +415,11 @@ static frost_status cnorm_build(const frost_context *ctx, const frost__node *n, 
     if (!pl->use[ENTRY_MAIN])
         return FROST_OK;
     const frost__kernel *k = pl->kernels[ENTRY_MAIN];
-    if (pl->geo.smem > k->dyn_smem_set)
-        return frost__fail(FROST_INTERNAL, "cuda channel norm: a tile needs %zu bytes of shared memory, the kernel "
-                                           "allows %zu", pl->geo.smem, k->dyn_smem_set);
+    for (int e = ENTRY_MAIN; e < NUM_ENTRIES; e += ENTRY_APPLY - ENTRY_MAIN)
+        if (pl->use[e] && pl->geo.smem > pl->kernels[e]->dyn_smem_set)
+            return frost__fail(FROST_INTERNAL, "cuda channel norm: a tile needs %zu bytes of shared memory, %s "
+                                               "allows %zu", pl->geo.smem, pl->keys[e].entry,
+                               pl->kernels[e]->dyn_smem_set);
     if (pl->geo.cluster) { /* one block per tile; the hardware places whole clusters */
         pl->grid_main = (unsigned)pl->geo.num_tiles;
         return FROST_OK;
@@ -500,7 +520,8 @@ static frost_status cnorm_execute(const frost_context *ctx, const frost__node *n
         s = launch(ctx, pl->kernels[ENTRY_FINALIZE], pl->grid_finalize, CNORM_THREADS, 0, &k, stream);
     if (s == FROST_OK && pl->use[ENTRY_MAIN] && two_passes) {
         k.mode = CNORM_MODE_APPLY;
-        s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, threads, pl->geo.smem, &k, stream);
+        s = launch(ctx, pl->kernels[pl->use[ENTRY_APPLY] ? ENTRY_APPLY : ENTRY_MAIN], pl->grid_main, threads,
+                   pl->geo.smem, &k, stream);
     }
     if (s == FROST_OK && pl->use[ENTRY_DPARAMS])
         s = launch(ctx, pl->kernels[ENTRY_DPARAMS], pl->grid_dparams, CNORM_THREADS, 0, &k, stream);
@@ -538,8 +559,10 @@ static void cnorm_describe(const void *plan, frost__buf *out)
         if (geo->stream == 2 && pl->merge_kernel)
             frost__buf_printf(out, ", in two passes over x%s: every window's %s (from HBM; the first %lld rows of "
                                    "each tile kept in L2), merged per channel in tile order by %s (deterministic), "
-                                   "then every window's output",
-                              dy, sums, (long long)geo->keep_rows, pl->keys[ENTRY_FINALIZE].entry);
+                                   "then every window's output (%s, %lld blocks per SM)",
+                              dy, sums, (long long)geo->keep_rows, pl->keys[ENTRY_FINALIZE].entry,
+                              pl->use[ENTRY_APPLY] ? pl->keys[ENTRY_APPLY].entry : pl->keys[ENTRY_MAIN].entry,
+                              (long long)geo->blocks);
         else if (geo->stream == 2)
             frost__buf_printf(out, ", in two passes over x%s: every window's %s (from HBM; the first %lld rows of "
                                    "each tile kept in L2) with a fixed-order merge in two levels in the same launch "
@@ -621,12 +644,15 @@ int frost__cnorm_cuda_keys(frost__kernel_key *keys, int cap)
                         fill_key(&keys[count], backward, ENTRY_MAIN, dtypes[d], kind, 1, 1, cluster);
                     count++;
                 }
-    /* the stream path: BatchNorm, NHWC */
+    /* the stream path: BatchNorm, NHWC; the combined kernel and the split entry points at the
+     * default blocks per SM */
     for (int backward = 0; backward < 2; backward++)
-        for (size_t d = 0; d < FROST__ARRAY_SIZE(dtypes); d++) {
-            if (count < cap)
-                fill_key(&keys[count], backward, ENTRY_MAIN, dtypes[d], FROST__CNORM_BATCH, 1, 1, -1);
-            count++;
-        }
+        for (size_t d = 0; d < FROST__ARRAY_SIZE(dtypes); d++)
+            for (int e = 0; e < 3; e++) {
+                if (count < cap)
+                    fill_key(&keys[count], backward, e ? (e == 1 ? ENTRY_MAIN : ENTRY_APPLY) : ENTRY_MAIN, dtypes[d],
+                             FROST__CNORM_BATCH, 1, CNS_MIN_BLOCKS, e ? -2 : -1);
+                count++;
+            }
     return count;
 }

@@ -291,8 +291,9 @@ int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, c
 
 /* ---- the stream path ---------------------------------------------------------------------
  * BatchNorm training forward, and backward with saved statistics (the caller decides), on
- * NHWC 16-byte units (chan_norm_stream.cu): a grid of CNS_MIN_BLOCKS blocks per SM, each
- * owning `rows` rows of every window.
+ * NHWC 16-byte units (chan_norm_stream.cu): a grid of CNS_MIN_BLOCKS blocks per SM (the
+ * two-launch form: FROST_CNORM_STREAM_BLOCKS, 2 or 3), each owning `rows` rows of every
+ * window.
  *
  * The two-launch form (the default; FROST_CNORM_STREAM = 2): every window's statistics,
  * then every window's output.  The window: the widest that divides C in whole 16-byte units
@@ -320,7 +321,11 @@ int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cn
      * longest runs; the one-launch form: the preferred windows in their order */
     int64_t order[MAX_WIDTHS];
     const int count = form == 2 ? divisors(s->c, order) : preferred_windows(s, window, 32, order);
-    const size_t per_sm = dev->smem_per_sm / CNS_MIN_BLOCKS - dev->reserved;
+    /* blocks per SM: CNS_MIN_BLOCKS, or for the two-launch form FROST_CNORM_STREAM_BLOCKS (2
+     * or 3; its entry points' launch bounds take the count) */
+    const int64_t forced = form == 2 ? env_int("FROST_CNORM_STREAM_BLOCKS", 2, 3) : 0;
+    const int64_t blocks = forced ? forced : CNS_MIN_BLOCKS;
+    const size_t per_sm = dev->smem_per_sm / (size_t)blocks - dev->reserved;
     for (int i = 0; i < count; i++) {
         const int64_t cw = order[form == 2 ? count - 1 - i : i];
         const size_t smem = (size_t)CNS_SMEM_BYTES(cw, cw / vec);
@@ -329,7 +334,7 @@ int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cn
             (form == 1 && window_bytes > dev->l2_bytes / 3) || smem > per_sm || smem > dev->optin)
             continue;
         memset(out, 0, sizeof *out);
-        const int64_t slots = dev->sms * CNS_MIN_BLOCKS;
+        const int64_t slots = dev->sms * blocks;
         const int64_t grid = slots < frost__cnorm_ceil_div(rows_all, CNORM_ROW_ALIGN)
                                  ? slots
                                  : frost__cnorm_ceil_div(rows_all, CNORM_ROW_ALIGN);
@@ -342,7 +347,7 @@ int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cn
         out->num_segments = out->windows;
         out->num_tiles = out->windows * out->k_tiles;
         out->waves = out->windows;
-        out->blocks = CNS_MIN_BLOCKS;
+        out->blocks = blocks;
         out->resident = 1;
         out->stream = form;
         /* the rows of each tile whose first read keeps them in L2 for the second: all of them when

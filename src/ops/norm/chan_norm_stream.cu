@@ -44,8 +44,11 @@
  *     dx = dy * (r w) - x * (r^3 w sum dy (x - mean) / M) + (mean r^3 w ... - r w sum dy / M)
  * (chan_norm_bwd.cu's formula).
  *
- * Entry points: cnorm_stream_fwd_kernel, cnorm_stream_bwd_kernel.  Keys: DTYPE_*,
- * KIND_BATCH, LAYOUT_NHWC.
+ * Entry points: cnorm_stream_fwd_kernel, cnorm_stream_bwd_kernel (every form and mode), and
+ * for the two-launch form with the finalize kernel's merge cnorm_stream_{fwd,bwd}_stats_kernel
+ * and cnorm_stream_{fwd,bwd}_apply_kernel, each compiled for its own loop (no spills at
+ * STREAM_BLOCKS = 2, where the combined kernel spills).  Keys: DTYPE_*, KIND_BATCH,
+ * LAYOUT_NHWC, STREAM_BLOCKS (the split entry points' blocks per SM).
  * params.prefetch = CNORM_PREFETCH_NONE turns the L2 hints off (FROST_CNORM_PREFETCH=2).
  */
 #include "chan_norm_units.cuh"
@@ -210,7 +213,7 @@ FROST_DEVICE void cs_params(const cnorm_params *p, const cnorm_tile *tl, const c
  * records and, unless the finalize kernel merges them (CNORM_F_MERGE_KERNEL), the arrival
  * and for the last arrival the window's merge. */
 FROST_DEVICE void cs_stats(const cnorm_params *p, const cnorm_tile *tl, int t, const cc_map *w, const cs_smem *m,
-                           uint64_t keep, uint64_t drop)
+                           uint64_t keep, uint64_t drop, const bool merge_here)
 {
     const bool hint = p->prefetch != CNORM_PREFETCH_NONE;
     float s[CN_VEC], a[CN_VEC], b[CN_VEC];
@@ -263,7 +266,7 @@ FROST_DEVICE void cs_stats(const cnorm_params *p, const cnorm_tile *tl, int t, c
         }
         cn_store_part(p, t, cl, st, CNORM_PART_FLOATS_FWD);
     }
-    if (p->flags & CNORM_F_MERGE_KERNEL)
+    if (!merge_here)
         return;
     if (cs_arrive(p, tl->seg, CNORM_PART_FLOATS_FWD, m)) {
         for (int j = threadIdx.x; j < p->sets; j += CNC_THREADS) {
@@ -277,10 +280,10 @@ FROST_DEVICE void cs_stats(const cnorm_params *p, const cnorm_tile *tl, int t, c
 
 /* y for tile tl's rows, once its window's statistics are out: x read again (from L2). */
 FROST_DEVICE void cs_apply(const cnorm_params *p, const cnorm_tile *tl, const cc_map *w, const cs_smem *m, int par,
-                           uint64_t drop)
+                           uint64_t drop, const bool later_launch)
 {
     const bool hint = p->prefetch != CNORM_PREFETCH_NONE;
-    if (p->mode == CNORM_MODE_APPLY) /* a later launch than the statistics' merge */
+    if (later_launch) /* a later launch than the statistics' merge */
         __syncthreads();
     else
         cn_wait_final(p, tl->seg);
@@ -356,10 +359,10 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
             const int t = s * p.k_tiles + (int)blockIdx.x;
             const cnorm_tile tl = cn_tile(&p, t);
             if (p.mode == CNORM_MODE_STATS) {
-                cs_stats(&p, &tl, t, &w, &m, keep, drop);
+                cs_stats(&p, &tl, t, &w, &m, keep, drop, !(p.flags & CNORM_F_MERGE_KERNEL));
             } else {
                 cs_params(&p, &tl, &m, 0);
-                cs_apply(&p, &tl, &w, &m, 0, drop);
+                cs_apply(&p, &tl, &w, &m, 0, drop, true);
             }
             __syncthreads(); /* shift, sums and coefficients are reused */
         }
@@ -370,13 +373,52 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
             const int t = s * p.k_tiles + (int)blockIdx.x;
             const cnorm_tile tl = cn_tile(&p, t);
             cs_params(&p, &tl, &m, s & 1);
-            cs_stats(&p, &tl, t, &w, &m, keep, drop);
+            cs_stats(&p, &tl, t, &w, &m, keep, drop, true);
         }
         if (s > 0) {
             const cnorm_tile tl = cn_tile(&p, (s - 1) * p.k_tiles + (int)blockIdx.x);
-            cs_apply(&p, &tl, &w, &m, (s - 1) & 1, drop);
+            cs_apply(&p, &tl, &w, &m, (s - 1) & 1, drop, false);
         }
         __syncthreads(); /* shift, sums and coefficients are reused */
+    }
+}
+
+/* The two-launch form with the finalize kernel's merge as two entry points of their own, so
+ * that each launch's registers are allocated for its own loop alone (the combined kernel
+ * above is sized for the one-launch form and the in-launch merge as well): STREAM_BLOCKS
+ * blocks per SM, the count the host's geometry gave the grid. */
+#ifndef STREAM_BLOCKS
+#define STREAM_BLOCKS CNS_MIN_BLOCKS
+#endif
+extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
+    cnorm_stream_fwd_stats_kernel(const __grid_constant__ cnorm_params p)
+{
+    extern __shared__ uint4 cnorm_smem[];
+    cs_smem m;
+    cs_carve(&p, (unsigned char *)cnorm_smem, &m);
+    const cc_map w = cc_map_make(&p);
+    const uint64_t keep = cs_policy(true), drop = cs_policy(false);
+    for (int s = 0; s < p.windows; s++) {
+        const int t = s * p.k_tiles + (int)blockIdx.x;
+        const cnorm_tile tl = cn_tile(&p, t);
+        cs_stats(&p, &tl, t, &w, &m, keep, drop, false);
+        __syncthreads(); /* shift and sums are reused */
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
+    cnorm_stream_fwd_apply_kernel(const __grid_constant__ cnorm_params p)
+{
+    extern __shared__ uint4 cnorm_smem[];
+    cs_smem m;
+    cs_carve(&p, (unsigned char *)cnorm_smem, &m);
+    const cc_map w = cc_map_make(&p);
+    const uint64_t drop = cs_policy(false);
+    for (int s = 0; s < p.windows; s++) {
+        const cnorm_tile tl = cn_tile(&p, s * p.k_tiles + (int)blockIdx.x);
+        cs_params(&p, &tl, &m, 0);
+        cs_apply(&p, &tl, &w, &m, 0, drop, true);
+        __syncthreads(); /* coefficients are reused */
     }
 }
 
@@ -406,7 +448,7 @@ FROST_DEVICE void cs_acc_bwd(const float x[CN_VEC], const float g[CN_VEC], const
  * unless the finalize kernel merges them (CNORM_F_MERGE_KERNEL), the arrival, and for the
  * last arrival the window's merge, d_bias and d_scale. */
 FROST_DEVICE void cs_bwd_stats(const cnorm_params *p, const cnorm_tile *tl, int t, const cc_map *w, const cs_smem *m,
-                               int par, uint64_t keep, uint64_t drop)
+                               int par, uint64_t keep, uint64_t drop, const bool merge_here)
 {
     const bool hint = p->prefetch != CNORM_PREFETCH_NONE;
     const float *wb = m->wb + par * 3 * p->cw;
@@ -461,7 +503,7 @@ FROST_DEVICE void cs_bwd_stats(const cnorm_params *p, const cnorm_tile *tl, int 
         st.s2 = m->s2[cl];
         cn_store_part(p, t, cl, st, CNORM_PART_FLOATS_BWD);
     }
-    if (p->flags & CNORM_F_MERGE_KERNEL)
+    if (!merge_here)
         return;
     if (cs_arrive(p, tl->seg, CNORM_PART_FLOATS_BWD, m)) {
         for (int j = threadIdx.x; j < p->sets; j += CNC_THREADS) {
@@ -480,10 +522,10 @@ FROST_DEVICE void cs_bwd_stats(const cnorm_params *p, const cnorm_tile *tl, int 
 
 /* dx for tile tl's rows once its window's sums are out: x and dy read again (from L2). */
 FROST_DEVICE void cs_bwd_apply(const cnorm_params *p, const cnorm_tile *tl, const cc_map *w, const cs_smem *m, int par,
-                               uint64_t drop)
+                               uint64_t drop, const bool later_launch)
 {
     const bool hint = p->prefetch != CNORM_PREFETCH_NONE;
-    if (p->mode == CNORM_MODE_APPLY) /* a later launch than the statistics' merge */
+    if (later_launch) /* a later launch than the statistics' merge */
         __syncthreads();
     else
         cn_wait_final(p, tl->seg);
@@ -566,9 +608,9 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
             const cnorm_tile tl = cn_tile(&p, t);
             cs_bwd_params(&p, &tl, &m, 0);
             if (p.mode == CNORM_MODE_STATS)
-                cs_bwd_stats(&p, &tl, t, &w, &m, 0, keep, drop);
+                cs_bwd_stats(&p, &tl, t, &w, &m, 0, keep, drop, !(p.flags & CNORM_F_MERGE_KERNEL));
             else
-                cs_bwd_apply(&p, &tl, &w, &m, 0, drop);
+                cs_bwd_apply(&p, &tl, &w, &m, 0, drop, true);
             __syncthreads(); /* sums and coefficients are reused */
         }
         return;
@@ -578,12 +620,46 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
             const int t = s * p.k_tiles + (int)blockIdx.x;
             const cnorm_tile tl = cn_tile(&p, t);
             cs_bwd_params(&p, &tl, &m, s & 1);
-            cs_bwd_stats(&p, &tl, t, &w, &m, s & 1, keep, drop);
+            cs_bwd_stats(&p, &tl, t, &w, &m, s & 1, keep, drop, true);
         }
         if (s > 0) {
             const cnorm_tile tl = cn_tile(&p, (s - 1) * p.k_tiles + (int)blockIdx.x);
-            cs_bwd_apply(&p, &tl, &w, &m, (s - 1) & 1, drop);
+            cs_bwd_apply(&p, &tl, &w, &m, (s - 1) & 1, drop, false);
         }
+        __syncthreads(); /* sums and coefficients are reused */
+    }
+}
+
+/* The backward's two-launch form as two entry points (see the forward's). */
+extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
+    cnorm_stream_bwd_stats_kernel(const __grid_constant__ cnorm_params p)
+{
+    extern __shared__ uint4 cnorm_smem[];
+    cs_smem m;
+    cs_carve(&p, (unsigned char *)cnorm_smem, &m);
+    const cc_map w = cc_map_make(&p);
+    const uint64_t keep = cs_policy(true), drop = cs_policy(false);
+    for (int s = 0; s < p.windows; s++) {
+        const int t = s * p.k_tiles + (int)blockIdx.x;
+        const cnorm_tile tl = cn_tile(&p, t);
+        cs_bwd_params(&p, &tl, &m, 0);
+        cs_bwd_stats(&p, &tl, t, &w, &m, 0, keep, drop, false);
+        __syncthreads(); /* sums are reused */
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
+    cnorm_stream_bwd_apply_kernel(const __grid_constant__ cnorm_params p)
+{
+    extern __shared__ uint4 cnorm_smem[];
+    cs_smem m;
+    cs_carve(&p, (unsigned char *)cnorm_smem, &m);
+    const cc_map w = cc_map_make(&p);
+    const uint64_t drop = cs_policy(false);
+    for (int s = 0; s < p.windows; s++) {
+        const cnorm_tile tl = cn_tile(&p, s * p.k_tiles + (int)blockIdx.x);
+        cs_bwd_params(&p, &tl, &m, 0);
+        cs_bwd_apply(&p, &tl, &w, &m, 0, drop, true);
         __syncthreads(); /* sums and coefficients are reused */
     }
 }
