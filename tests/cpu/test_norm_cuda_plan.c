@@ -32,9 +32,10 @@ typedef struct plan_case {
 static const plan_case cases[] = {
     /* name, rms, bwd, rows, cols, dtype, tune, group, nv, looped, stages, persistent, key has */
     {"rms fwd 4096: one-pass grid", 1, 0, 16384, 4096, FROST_BF16, NULL, 256, 2, 0, 2, 0, "STAGES=2"},
-    {"ln fwd 4096: persistent", 0, 0, 16384, 4096, FROST_BF16, NULL, 256, 2, 0, 2, 1, "KIND_LAYER"},
+    {"ln fwd 4096: full rows, one-pass grid", 0, 0, 16384, 4096, FROST_BF16, NULL, 256, 2, 0, 2, 0, "MINB=6"},
+    {"ln fwd 1000: a partial unit, persistent", 0, 0, 16384, 1000, FROST_BF16, NULL, 64, 2, 0, 2, 1, "GROUP=64"},
     {"rms fwd 1024: 4 row groups a block", 1, 0, 65536, 1024, FROST_BF16, NULL, 64, 2, 0, 2, 0, "GROUP=64"},
-    {"rms fwd 8192: 256 x 4 units, one-pass grid", 1, 0, 8192, 8192, FROST_BF16, NULL, 256, 4, 0, 2, 0, "NV=4"},
+    {"rms fwd 8192: 256 x 4 units, one-pass grid", 1, 0, 8192, 8192, FROST_BF16, NULL, 256, 4, 0, 2, 0, "MINB=3"},
     {"ln fwd 8192: 512 x 2 units, persistent", 0, 0, 8192, 8192, FROST_BF16, NULL, 512, 2, 0, 2, 1, "NV=2"},
     {"rms fwd 16384: 4 units, two blocks a SM, one-pass", 1, 0, 4096, 16384, FROST_BF16, NULL, 512, 4, 0, 2, 0,
      "MINB=2"},
@@ -53,10 +54,12 @@ static const plan_case cases[] = {
     {"tune: nv=4 on 4096", 1, 0, 16384, 4096, FROST_BF16, "nv=4", 128, 4, 0, 2, 0, "NV=4"},
     {"tune: stages=0 is register prefetch", 0, 0, 8192, 8192, FROST_BF16, "stages=0", 512, 2, 0, 0, 1, NULL},
     {"tune: persist=0 on a backward is ignored", 1, 1, 16384, 4096, FROST_BF16, "persist=0", 256, 2, 0, 2, 1, NULL},
-    {"ln fwd 1024: one-barrier statistics", 0, 0, 65536, 1024, FROST_BF16, NULL, 64, 2, 0, 2, 1, "LN_MERGE"},
+    {"ln fwd 1024: one-barrier statistics", 0, 0, 65536, 1024, FROST_BF16, NULL, 64, 2, 0, 2, 0, "LN_MERGE"},
     {"ln fwd 5120: a partly filled unit, two reductions", 0, 0, 16384, 5120, FROST_BF16, NULL, 512, 2, 0, 2, 1, "NV=2"},
     {"ln fwd 128: row groups of 8, no barrier", 0, 0, 262144, 128, FROST_BF16, NULL, 8, 2, 0, 2, 1, "GROUP=8"},
-    {"tune: lnm=0 turns one-barrier statistics off", 0, 0, 16384, 4096, FROST_BF16, "lnm=0", 256, 2, 0, 2, 1, NULL},
+    {"tune: lnm=0 turns one-barrier statistics off", 0, 0, 16384, 4096, FROST_BF16, "lnm=0", 256, 2, 0, 2, 0, NULL},
+    {"tune: minb=2 overrides the blocks", 1, 0, 16384, 4096, FROST_BF16, "minb=2", 256, 2, 0, 2, 0, "MINB=2"},
+    {"rms fwd f32 1024: 6 blocks a SM", 1, 0, 4096, 1024, FROST_F32, NULL, 128, 2, 0, 2, 0, "MINB=6"},
     {"tune: lnm=1 on 5120", 0, 0, 16384, 5120, FROST_BF16, "lnm=1", 512, 2, 0, 2, 1, "LN_MERGE"},
 };
 #define NUM_CASES ((int)(sizeof cases / sizeof cases[0]))
@@ -130,6 +133,21 @@ static void run_case(int index, const plan_case *c)
             !c->rms && !c->backward && (c->tune && strstr(c->tune, "lnm=") ? !strstr(c->tune, "lnm=0") : full);
         if (!!strstr(k, "LN_MERGE") != want_merge)
             tu_failf("key %s %s LN_MERGE", k, want_merge ? "lacks" : "has");
+        /* forward rows of 256-thread blocks ask for more resident blocks: RMSNorm 6 (3 at 4
+         * units a thread), LayerNorm 6 for full rows (on a one-pass grid); 512 x 4 units 2 */
+        const int narrow = !c->backward && plan.vec > 1 && !plan.looped && plan.block == 256;
+        const int want_minb = c->tune && strstr(c->tune, "minb=") ? atoi(strstr(c->tune, "minb=") + 5)
+                              : narrow && c->rms                 ? (plan.nv <= 2 ? 6 : 3)
+                              : narrow && full                   ? 6
+                              : !c->backward && plan.block == 512 && plan.nv == 4 && plan.vec > 1 ? 2
+                                                                                                   : 0;
+        char minb[16];
+        snprintf(minb, sizeof minb, "MINB=%d", want_minb);
+        if (want_minb ? !strstr(k, minb) : strstr(k, "MINB=") != NULL)
+            tu_failf("key %s: expected %s", k, want_minb ? minb : "no MINB");
+        if (!c->tune && narrow && !c->rms && plan.persistent == full)
+            tu_failf("LayerNorm forward %s rows on a %s grid", full ? "full" : "partial",
+                     plan.persistent ? "persistent" : "one-pass");
     }
     frost__buf_free(&why);
     frost__buf_free(&text);

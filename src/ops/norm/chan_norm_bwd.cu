@@ -354,21 +354,19 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS, CNORM_MIN_BLOCKS) cn
     }
 }
 
-/* The fallback's merge: one warp per (segment, set), partials in tile order. */
+/* The merge of the fallback and of the stream path's two launches: a block per 32 sets
+ * (cn_finalize_merge: a fixed order). */
 extern "C" __global__ void __launch_bounds__(CNORM_THREADS) cnorm_bwd_finalize_kernel(const __grid_constant__ cnorm_params p)
 {
-    const int gs = blockIdx.x * CNORM_WARPS + threadIdx.x / 32;
-    if (gs >= p.num_segments * p.sets)
+    int seg, j;
+    cnorm_stat st;
+    if (!cn_finalize_merge(&p, PART_FLOATS, &seg, &j, &st))
         return;
-    const int seg = gs / p.sets, j = gs - seg * p.sets;
-    const cnorm_stat st = cn_merge_set(&p, seg, j, PART_FLOATS, 32);
-    if ((threadIdx.x & 31) == 0) {
-        int n, c0;
-        float f[4];
-        cn_seg_origin(&p, seg, &n, &c0);
-        bwd_finish_set(&p, n, c0, j, st, f);
-        cn_st_v4(cn_final(&p, seg, j), f[0], f[1], f[2], f[3]);
-    }
+    int n, c0;
+    float f[4];
+    cn_seg_origin(&p, seg, &n, &c0);
+    bwd_finish_set(&p, n, c0, j, st, f);
+    cn_st_v4(cn_final(&p, seg, j), f[0], f[1], f[2], f[3]);
 }
 
 /* d_bias[c] = sum of sum dy, d_scale[c] = sum of sum dy x_hat over the records (n, tile)

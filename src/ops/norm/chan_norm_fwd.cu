@@ -35,7 +35,8 @@
  * statistics take one pass.
  *
  * Entry points: cnorm_fwd_kernel (modes RESIDENT, STATS, APPLY — see the header) and
- * cnorm_fwd_finalize_kernel (the fallback's merge: one warp per set).
+ * cnorm_fwd_finalize_kernel (the merge of the fallback and of the stream path's two launches:
+ * a block per 32 sets).
  */
 #include "chan_norm_stats.cuh"
 
@@ -273,20 +274,18 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS, CNORM_MIN_BLOCKS) cn
     }
 }
 
-/* The fallback's merge: warp w of block b finalizes set b * CNORM_WARPS + w (over all
- * segments) from its k_tiles partials, in tile order. */
+/* The merge of the fallback and of the stream path's two-launch form: block b finalizes
+ * the 32 sets b * 32 + lane (over all segments) from their k_tiles partials
+ * (cn_finalize_merge: a fixed order). */
 extern "C" __global__ void __launch_bounds__(CNORM_THREADS) cnorm_fwd_finalize_kernel(const __grid_constant__ cnorm_params p)
 {
-    const int gs = blockIdx.x * CNORM_WARPS + threadIdx.x / 32;
-    if (gs >= p.num_segments * p.sets)
+    int seg, j;
+    cnorm_stat st;
+    if (!cn_finalize_merge(&p, PART_FLOATS, &seg, &j, &st))
         return;
-    const int seg = gs / p.sets, j = gs - seg * p.sets;
-    const cnorm_stat st = cn_merge_set(&p, seg, j, PART_FLOATS, 32);
-    if ((threadIdx.x & 31) == 0) {
-        int n, c0;
-        float mean, rstd;
-        cn_seg_origin(&p, seg, &n, &c0);
-        fwd_finish_set(&p, n, c0, j, st, &mean, &rstd);
-        cn_st_v4(cn_final(&p, seg, j), mean, rstd, 0.0f, 0.0f);
-    }
+    int n, c0;
+    float mean, rstd;
+    cn_seg_origin(&p, seg, &n, &c0);
+    fwd_finish_set(&p, n, c0, j, st, &mean, &rstd);
+    cn_st_v4(cn_final(&p, seg, j), mean, rstd, 0.0f, 0.0f);
 }

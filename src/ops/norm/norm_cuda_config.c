@@ -248,15 +248,31 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
      * resident blocks (64 registers; sweep 3: 1.07x LayerNorm) and, for RMSNorm, a one-pass
      * grid (1.14x). */
     const int wide = !p->backward && vector && !plan->looped && plan->block == 512 && plan->nv == 4;
-    plan->minb = frost__norm_tune("minb", wide ? 2 : 0);
+    /* LayerNorm forward rows that fill their row group exactly (LN_MERGE below) */
+    const int full_rows = vector && !plan->looped && plan->group > 32 &&
+                          p->cols == (int64_t)plan->group * plan->nv * plan->vec;
+    /* Forward rows of 256-thread blocks: launch bounds for more resident blocks than the
+     * registers the compiler would take allow (sweep 13, 2026-12-03, docs/PERF.md): RMSNorm 6
+     * blocks (40 registers; 1.03-1.06x at 1000, 1024 and 4096 columns), 3 for its 256 x 4
+     * units (8192 columns; 1.04x); LayerNorm rows that fill their row group, 6 blocks on a
+     * one-pass grid (1.05-1.06x; either change alone gained nothing).  AdaLayerNorm's
+     * per-sample parameter rows keep the defaults. */
+    const int narrow = !p->backward && vector && !plan->looped && plan->block == 256 && !p->per_sample_params;
+    int minb = wide ? 2 : 0;
+    if (narrow && p->kind == FROST__NORM_RMS)
+        minb = plan->nv <= 2 ? 6 : 3;
+    const int ln_one_pass = narrow && p->kind == FROST__NORM_LAYER && full_rows;
+    if (ln_one_pass)
+        minb = 6;
+    plan->minb = frost__norm_tune("minb", minb);
     /* RMSNorm forward rows of up to 256 threads run as a plain grid, one row per row
      * group: the hardware's block scheduler overlaps short blocks better than the
      * persistent loop (sweeps of 2026-12-02, docs/PERF.md: 1.04-1.07x at hidden 1024 and
      * 4096, 0.90x at 8192 with 512-thread rows).  LayerNorm's longer row (two reductions)
      * lost with it in both sweeps (0.92-0.95x), so it keeps the persistent loop and its ring
      * prefetch. */
-    plan->persistent =
-        p->backward || frost__norm_tune("persist", p->kind != FROST__NORM_RMS || (plan->block > 256 && !wide));
+    plan->persistent = p->backward || frost__norm_tune("persist", !ln_one_pass && (p->kind != FROST__NORM_RMS ||
+                                                                                   (plan->block > 256 && !wide)));
     plan->rows_per_block_groups = plan->block / plan->group;
     s = frost__adanorm_cuda_config(p, plan->rows_per_block_groups, &plan->ada, why);
     if (s != FROST_OK)
@@ -305,8 +321,6 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
      * columns) take their statistics with one barrier (LN_MERGE, norm_fwd.cu): 1.01-1.03x at
      * 1024, 4096, 8192 and 16384 columns in two sweeps of 2026-12-03 (docs/PERF.md), 0.87x at
      * 5120, whose second unit a thread holds is mostly padding */
-    const int full_rows = vector && !plan->looped && plan->group > 32 &&
-                          p->cols == (int64_t)plan->group * plan->nv * plan->vec;
     if (!p->backward && p->kind == FROST__NORM_LAYER && frost__norm_tune("lnm", full_rows))
         frost__key_define(k, "LN_MERGE", NULL);
     if (p->backward) {
