@@ -169,10 +169,6 @@ static void fill_key(frost__kernel_key *k, int backward, int entry, frost_dtype 
         frost__key_define(k, "CLUSTER", "%d", (int)cluster);
     else if (streamed && split)
         frost__key_define(k, "STREAM_BLOCKS", "%d", (int)blocks);
-    /* FROST_CNORM_STREAM_PIPE=0: the output pass in whole batches, loads then stores */
-    const char *pipe = streamed ? getenv("FROST_CNORM_STREAM_PIPE") : NULL;
-    if (pipe && pipe[0] == '0' && !pipe[1])
-        frost__key_define(k, "CS_NOPIPE", NULL);
     else if (entry == ENTRY_MAIN && blocks > 1 && !streamed)
         frost__key_define(k, "MINB", "%d", (int)blocks);
 }

@@ -48,9 +48,7 @@
  * for the two-launch form with the finalize kernel's merge cnorm_stream_{fwd,bwd}_stats_kernel
  * and cnorm_stream_{fwd,bwd}_apply_kernel, each compiled for its own loop (no spills at
  * STREAM_BLOCKS = 2, where the combined kernel spills).  Keys: DTYPE_*, KIND_BATCH,
- * LAYOUT_NHWC, STREAM_BLOCKS (the split entry points' blocks per SM), CS_NOPIPE (the output
- * pass in whole batches: all loads, then all stores; by default two half batches alternate,
- * one's loads in flight while the other is written).
+ * LAYOUT_NHWC, STREAM_BLOCKS (the split entry points' blocks per SM).
  * params.prefetch = CNORM_PREFETCH_NONE turns the L2 hints off (FROST_CNORM_PREFETCH=2).
  */
 #include "chan_norm_units.cuh"
@@ -280,37 +278,6 @@ FROST_DEVICE void cs_stats(const cnorm_params *p, const cnorm_tile *tl, int t, c
     }
 }
 
-/* The output pass's half batches (vector path): loads of the thread's next CS_BATCH / 2
- * rows from row r (rows past nq not read), and y = x a + b of such a batch. */
-FROST_DEVICE void cs_ld_rows(const cnorm_params *p, const cc_map *w, int nq, int r, cs_cursor *c,
-                             uint32_t v[CS_BATCH / 2][4], bool hint, uint64_t pol)
-{
-#pragma unroll
-    for (int i = 0; i < CS_BATCH / 2; i++) {
-        if (r + i * w->per < nq)
-            cs_ld(v[i], c->g, hint, pol);
-        cs_advance(p, w, p->x_sn, c);
-    }
-}
-
-FROST_DEVICE void cs_st_rows(const cnorm_params *p, const cc_map *w, int nq, int r, cs_cursor *c,
-                             uint32_t v[CS_BATCH / 2][4], const float a[CN_VEC], const float b[CN_VEC])
-{
-#pragma unroll
-    for (int i = 0; i < CS_BATCH / 2; i++) {
-        if (r + i * w->per < nq) {
-            float x[CN_VEC];
-            cn_unpack(v[i], x);
-#pragma unroll
-            for (int k = 0; k < CN_VEC; k++)
-                x[k] = fmaf(x[k], a[k], b[k]);
-            cn_pack(v[i], x);
-            cn_st_stream_v4((void *)c->g, v[i]);
-        }
-        cs_advance(p, w, p->out_sn, c);
-    }
-}
-
 /* y for tile tl's rows, once its window's statistics are out: x read again (from L2). */
 FROST_DEVICE void cs_apply(const cnorm_params *p, const cnorm_tile *tl, const cc_map *w, const cs_smem *m, int par,
                            uint64_t drop, const bool later_launch)
@@ -339,19 +306,6 @@ FROST_DEVICE void cs_apply(const cnorm_params *p, const cnorm_tile *tl, const cc
     }
     cs_cursor cx = cs_begin(p, tl, w, p->x, p->x_sn), cy = cs_begin(p, tl, w, p->out, p->out_sn);
     int r = w->r0;
-#if !defined(CS_NOPIPE)
-    if (p->vec_ok) { /* two half batches: one's loads in flight while the other is written */
-        const int half = CS_BATCH / 2 * w->per;
-        uint32_t va[CS_BATCH / 2][4], vb[CS_BATCH / 2][4];
-        cs_ld_rows(p, w, tl->nq, r, &cx, va, hint, drop);
-        for (; r < tl->nq; r += 2 * half) {
-            cs_ld_rows(p, w, tl->nq, r + half, &cx, vb, hint, drop);
-            cs_st_rows(p, w, tl->nq, r, &cy, va, a, b);
-            cs_ld_rows(p, w, tl->nq, r + 2 * half, &cx, va, hint, drop);
-            cs_st_rows(p, w, tl->nq, r + half, &cy, vb, a, b);
-        }
-    }
-#else
     if (p->vec_ok)
         for (; r < tl->nq; r += CS_BATCH * w->per) {
             uint32_t v[CS_BATCH][4];
@@ -375,7 +329,6 @@ FROST_DEVICE void cs_apply(const cnorm_params *p, const cnorm_tile *tl, const cc
                 cs_advance(p, w, p->out_sn, &cy);
             }
         }
-#endif
     for (; r < tl->nq; r += w->per) {
         float x[CN_VEC];
         cs_unit(p, cx.g, x, hint, drop);
@@ -567,42 +520,6 @@ FROST_DEVICE void cs_bwd_stats(const cnorm_params *p, const cnorm_tile *tl, int 
     }
 }
 
-/* The backward output pass's half batches (vector path): x and dy of the thread's next
- * CS_BATCH / 4 rows from row r, and dx = dy cdy - x cx + k of such a batch. */
-FROST_DEVICE void cs_bwd_ld_rows(const cnorm_params *p, const cc_map *w, int nq, int r, cs_cursor *px, cs_cursor *pg,
-                                 uint32_t vx[CS_BATCH / 4][4], uint32_t vg[CS_BATCH / 4][4], bool hint, uint64_t pol)
-{
-#pragma unroll
-    for (int i = 0; i < CS_BATCH / 4; i++) {
-        if (r + i * w->per < nq) {
-            cs_ld(vx[i], px->g, hint, pol);
-            cs_ld(vg[i], pg->g, hint, pol);
-        }
-        cs_advance(p, w, p->x_sn, px);
-        cs_advance(p, w, p->dy_sn, pg);
-    }
-}
-
-FROST_DEVICE void cs_bwd_st_rows(const cnorm_params *p, const cc_map *w, int nq, int r, cs_cursor *po,
-                                 uint32_t vx[CS_BATCH / 4][4], const uint32_t vg[CS_BATCH / 4][4],
-                                 const float cdy[CN_VEC], const float cx[CN_VEC], const float kk[CN_VEC])
-{
-#pragma unroll
-    for (int i = 0; i < CS_BATCH / 4; i++) {
-        if (r + i * w->per < nq) {
-            float x[CN_VEC], g[CN_VEC];
-            cn_unpack(vx[i], x);
-            cn_unpack(vg[i], g);
-#pragma unroll
-            for (int k = 0; k < CN_VEC; k++)
-                x[k] = fmaf(g[k], cdy[k], fmaf(-x[k], cx[k], kk[k]));
-            cn_pack(vx[i], x);
-            cn_st_stream_v4((void *)po->g, vx[i]);
-        }
-        cs_advance(p, w, p->out_sn, po);
-    }
-}
-
 /* dx for tile tl's rows once its window's sums are out: x and dy read again (from L2). */
 FROST_DEVICE void cs_bwd_apply(const cnorm_params *p, const cnorm_tile *tl, const cc_map *w, const cs_smem *m, int par,
                                uint64_t drop, const bool later_launch)
@@ -636,19 +553,6 @@ FROST_DEVICE void cs_bwd_apply(const cnorm_params *p, const cnorm_tile *tl, cons
     cs_cursor px = cs_begin(p, tl, w, p->x, p->x_sn), pg = cs_begin(p, tl, w, p->dy, p->dy_sn),
               po = cs_begin(p, tl, w, p->out, p->out_sn);
     int r = w->r0;
-#if !defined(CS_NOPIPE)
-    if (p->vec_ok) { /* two half batches: one's loads in flight while the other is written */
-        const int half = CS_BATCH / 4 * w->per;
-        uint32_t xa[CS_BATCH / 4][4], ga[CS_BATCH / 4][4], xb[CS_BATCH / 4][4], gb[CS_BATCH / 4][4];
-        cs_bwd_ld_rows(p, w, tl->nq, r, &px, &pg, xa, ga, hint, drop);
-        for (; r < tl->nq; r += 2 * half) {
-            cs_bwd_ld_rows(p, w, tl->nq, r + half, &px, &pg, xb, gb, hint, drop);
-            cs_bwd_st_rows(p, w, tl->nq, r, &po, xa, ga, cdy, cx, kk);
-            cs_bwd_ld_rows(p, w, tl->nq, r + 2 * half, &px, &pg, xa, ga, hint, drop);
-            cs_bwd_st_rows(p, w, tl->nq, r + half, &po, xb, gb, cdy, cx, kk);
-        }
-    }
-#else
     if (p->vec_ok)
         for (; r < tl->nq; r += CS_BATCH / 2 * w->per) {
             uint32_t vx[CS_BATCH / 2][4], vg[CS_BATCH / 2][4];
@@ -676,7 +580,6 @@ FROST_DEVICE void cs_bwd_apply(const cnorm_params *p, const cnorm_tile *tl, cons
                 cs_advance(p, w, p->out_sn, &po);
             }
         }
-#endif
     for (; r < tl->nq; r += w->per) {
         float x[CN_VEC], g[CN_VEC];
         cs_unit(p, px.g, x, hint, drop);
