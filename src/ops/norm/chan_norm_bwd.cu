@@ -354,8 +354,8 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS, CNORM_MIN_BLOCKS) cn
     }
 }
 
-/* The merge of the fallback and of the stream path's two launches: a block per 32 sets
- * (cn_finalize_merge: a fixed order). */
+/* The merge of the fallback and of the stream path's two launches: a block per
+ * CNORM_FIN_SETS sets (cn_finalize_merge: a fixed order). */
 extern "C" __global__ void __launch_bounds__(CNORM_THREADS) cnorm_bwd_finalize_kernel(const __grid_constant__ cnorm_params p)
 {
     int seg, j;

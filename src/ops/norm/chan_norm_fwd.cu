@@ -36,7 +36,7 @@
  *
  * Entry points: cnorm_fwd_kernel (modes RESIDENT, STATS, APPLY — see the header) and
  * cnorm_fwd_finalize_kernel (the merge of the fallback and of the stream path's two launches:
- * a block per 32 sets).
+ * a block per CNORM_FIN_SETS sets).
  */
 #include "chan_norm_stats.cuh"
 
@@ -275,8 +275,8 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS, CNORM_MIN_BLOCKS) cn
 }
 
 /* The merge of the fallback and of the stream path's two-launch form: block b finalizes
- * the 32 sets b * 32 + lane (over all segments) from their k_tiles partials
- * (cn_finalize_merge: a fixed order). */
+ * the CNORM_FIN_SETS sets from b * CNORM_FIN_SETS on (over all segments) from their k_tiles
+ * partials (cn_finalize_merge: a fixed order). */
 extern "C" __global__ void __launch_bounds__(CNORM_THREADS) cnorm_fwd_finalize_kernel(const __grid_constant__ cnorm_params p)
 {
     int seg, j;

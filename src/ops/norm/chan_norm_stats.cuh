@@ -294,6 +294,17 @@ FROST_DEVICE cnorm_stat cn_shfl_stat(cnorm_stat s, int lane_mask)
     return o;
 }
 
+FROST_DEVICE cnorm_stat cn_shfl_down_stat(cnorm_stat s, int delta)
+{
+    cnorm_stat o;
+    o.count = __shfl_down_sync(0xffffffffu, s.count, delta);
+    o.mean = __shfl_down_sync(0xffffffffu, s.mean, delta);
+    o.m2 = __shfl_down_sync(0xffffffffu, s.m2, delta);
+    o.s1 = __shfl_down_sync(0xffffffffu, s.s1, delta);
+    o.s2 = __shfl_down_sync(0xffffffffu, s.s2, delta);
+    return o;
+}
+
 /* Reads partial record (tile t, set j). */
 FROST_DEVICE cnorm_stat cn_load_part(const cnorm_params *p, int t, int j, const int floats)
 {
@@ -358,24 +369,29 @@ FROST_DEVICE cnorm_stat cn_merge_set(const cnorm_params *p, int seg, int j, cons
 }
 
 /* The finalize kernels' merge (cnorm_fwd_finalize_kernel, cnorm_bwd_finalize_kernel; blocks
- * of CNORM_THREADS): block b takes the 32 sets b * 32 + lane, counted over all segments
- * (index seg * sets + j), and its warps split each set's k_tiles records: warp w merges
- * tiles [w k / W, (w + 1) k / W) in order, so that every load is one record of 32
- * consecutive sets (coalesced while they share a segment); then warp 0 merges the warps'
- * results in warp order.  A fixed order for a given k_tiles: deterministic.  (A first
- * version had a warp per set, its lanes over the tiles: each load touched 32 lines, and the
- * kernel took 10-12 us of BatchNorm's forward on the H200, 2026-12-03.)  Returns true on
- * the lanes of warp 0 that hold a set; the whole block calls it. */
+ * of CNORM_THREADS): block b takes the CNORM_FIN_SETS sets b * CNORM_FIN_SETS + s, counted
+ * over all segments (index seg * sets + j), and cuts each set's k_tiles records into
+ * SLICES = CNORM_THREADS / CNORM_FIN_SETS contiguous slices: lane q * CNORM_FIN_SETS + s of
+ * warp w merges slice w * (32 / CNORM_FIN_SETS) + q of set s in tile order (each load one
+ * record of CNORM_FIN_SETS consecutive sets: a 128-byte line), the four slices of a warp
+ * merge in a fixed shuffle tree, and warp 0 merges the warps' results in warp order.  A
+ * fixed order for a given k_tiles: deterministic.  The work is a few thousand instructions
+ * per set, so it is spread over many SMs: a first version with 32 sets a block ran on 16
+ * SMs of the H200 issue-bound (IPC 1.15, 11 us for BatchNorm's 512 channels x 264 tiles,
+ * ncu 2026-12-03).  Returns true on the lanes of warp 0 that hold a set; the whole block
+ * calls it. */
 FROST_DEVICE bool cn_finalize_merge(const cnorm_params *p, const int floats, int *seg, int *j, cnorm_stat *st)
 {
-    __shared__ cnorm_stat parts[CNORM_WARPS][32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
-    const int64_t gs = (int64_t)blockIdx.x * 32 + lane;
+    enum { SETS = CNORM_FIN_SETS, PER_WARP = 32 / CNORM_FIN_SETS, SLICES = CNORM_THREADS / CNORM_FIN_SETS };
+    __shared__ cnorm_stat parts[CNORM_WARPS][SETS];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, s = lane % SETS, q = lane / SETS;
+    const int64_t gs = (int64_t)blockIdx.x * SETS + s;
     const bool valid = gs < (int64_t)p->num_segments * p->sets;
     *seg = valid ? (int)(gs / p->sets) : 0;
     *j = valid ? (int)(gs - (int64_t)*seg * p->sets) : 0;
-    const int begin = (int)((int64_t)warp * p->k_tiles / CNORM_WARPS);
-    const int end = valid ? (int)((int64_t)(warp + 1) * p->k_tiles / CNORM_WARPS) : begin;
+    const int slice = warp * PER_WARP + q;
+    const int begin = (int)((int64_t)slice * p->k_tiles / SLICES);
+    const int end = valid ? (int)((int64_t)(slice + 1) * p->k_tiles / SLICES) : begin;
     const int64_t first = (int64_t)*seg * p->k_tiles;
     cnorm_stat acc = cn_stat_zero();
     for (int i = begin; i < end; i += CN_MERGE_BATCH) { /* loads in flight together, merged in order */
@@ -387,13 +403,19 @@ FROST_DEVICE bool cn_finalize_merge(const cnorm_params *p, const int floats, int
         for (int u = 0; u < CN_MERGE_BATCH; u++)
             acc = cn_merge(acc, part[u]);
     }
-    parts[warp][lane] = acc;
+    /* slices q and q + m of a warp: the lower first (every lane computes; lanes with
+     * q % (2 m) == 0 keep the result) */
+#pragma unroll
+    for (int m = 1; m < PER_WARP; m <<= 1)
+        acc = cn_merge(acc, cn_shfl_down_stat(acc, m * SETS));
+    if (q == 0)
+        parts[warp][s] = acc;
     __syncthreads();
-    if (warp != 0)
+    if (warp != 0 || q != 0)
         return false;
-    acc = parts[0][lane];
+    acc = parts[0][s];
     for (int w = 1; w < CNORM_WARPS; w++)
-        acc = cn_merge(acc, parts[w][lane]);
+        acc = cn_merge(acc, parts[w][s]);
     *st = acc;
     return valid;
 }
