@@ -252,10 +252,12 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
     const int full_rows = vector && !plan->looped && plan->group > 32 &&
                           p->cols == (int64_t)plan->group * plan->nv * plan->vec;
     /* Forward rows of 256-thread blocks: launch bounds for more resident blocks than the
-     * registers the compiler would take allow (sweep 13, 2026-12-03, docs/PERF.md): RMSNorm 6
+     * registers the compiler would take allow (sweep 14, 2026-12-03, docs/PERF.md): RMSNorm 6
      * blocks (40 registers; 1.03-1.06x at 1000, 1024 and 4096 columns), 3 for its 256 x 4
-     * units (8192 columns; 1.04x); LayerNorm rows that fill their row group, 6 blocks on a
-     * one-pass grid (1.05-1.06x; either change alone gained nothing).  AdaLayerNorm's
+     * units (8192 columns; 1.04x); LayerNorm rows that fill their row group on a one-pass grid
+     * with 6 blocks (8 blocks measured 1.05-1.06x the persistent grid, and either change alone
+     * nothing; 6 compiles without spills for every parameter dtype, 8 spills with f32 scale
+     * and bias, and ran 0.97-0.99x of 8 with bf16 ones in sweeps 15 and 17).  AdaLayerNorm's
      * per-sample parameter rows keep the defaults. */
     const int narrow = !p->backward && vector && !plan->looped && plan->block == 256 && !p->per_sample_params;
     int minb = wide ? 2 : 0;
