@@ -294,17 +294,6 @@ FROST_DEVICE cnorm_stat cn_shfl_stat(cnorm_stat s, int lane_mask)
     return o;
 }
 
-FROST_DEVICE cnorm_stat cn_shfl_down_stat(cnorm_stat s, int delta)
-{
-    cnorm_stat o;
-    o.count = __shfl_down_sync(0xffffffffu, s.count, delta);
-    o.mean = __shfl_down_sync(0xffffffffu, s.mean, delta);
-    o.m2 = __shfl_down_sync(0xffffffffu, s.m2, delta);
-    o.s1 = __shfl_down_sync(0xffffffffu, s.s1, delta);
-    o.s2 = __shfl_down_sync(0xffffffffu, s.s2, delta);
-    return o;
-}
-
 /* Reads partial record (tile t, set j). */
 FROST_DEVICE cnorm_stat cn_load_part(const cnorm_params *p, int t, int j, const int floats)
 {
@@ -403,11 +392,11 @@ FROST_DEVICE bool cn_finalize_merge(const cnorm_params *p, const int floats, int
         for (int u = 0; u < CN_MERGE_BATCH; u++)
             acc = cn_merge(acc, part[u]);
     }
-    /* slices q and q + m of a warp: the lower first (every lane computes; lanes with
-     * q % (2 m) == 0 keep the result) */
+    /* slices q and q + m of a warp, the lower first: lanes with q % (2 m) == 0 keep the
+     * result (their partner q ^ m is q + m); the other lanes' results are not used */
 #pragma unroll
     for (int m = 1; m < PER_WARP; m <<= 1)
-        acc = cn_merge(acc, cn_shfl_down_stat(acc, m * SETS));
+        acc = cn_merge(acc, cn_shfl_stat(acc, m * SETS));
     if (q == 0)
         parts[warp][s] = acc;
     __syncthreads();

@@ -383,45 +383,6 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
     }
 }
 
-/* The two-launch form with the finalize kernel's merge as two entry points of their own, so
- * that each launch's registers are allocated for its own loop alone (the combined kernel
- * above is sized for the one-launch form and the in-launch merge as well): STREAM_BLOCKS
- * blocks per SM, the count the host's geometry gave the grid. */
-#ifndef STREAM_BLOCKS
-#define STREAM_BLOCKS CNS_MIN_BLOCKS
-#endif
-extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
-    cnorm_stream_fwd_stats_kernel(const __grid_constant__ cnorm_params p)
-{
-    extern __shared__ uint4 cnorm_smem[];
-    cs_smem m;
-    cs_carve(&p, (unsigned char *)cnorm_smem, &m);
-    const cc_map w = cc_map_make(&p);
-    const uint64_t keep = cs_policy(true), drop = cs_policy(false);
-    for (int s = 0; s < p.windows; s++) {
-        const int t = s * p.k_tiles + (int)blockIdx.x;
-        const cnorm_tile tl = cn_tile(&p, t);
-        cs_stats(&p, &tl, t, &w, &m, keep, drop, false);
-        __syncthreads(); /* shift and sums are reused */
-    }
-}
-
-extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
-    cnorm_stream_fwd_apply_kernel(const __grid_constant__ cnorm_params p)
-{
-    extern __shared__ uint4 cnorm_smem[];
-    cs_smem m;
-    cs_carve(&p, (unsigned char *)cnorm_smem, &m);
-    const cc_map w = cc_map_make(&p);
-    const uint64_t drop = cs_policy(false);
-    for (int s = 0; s < p.windows; s++) {
-        const cnorm_tile tl = cn_tile(&p, s * p.k_tiles + (int)blockIdx.x);
-        cs_params(&p, &tl, &m, 0);
-        cs_apply(&p, &tl, &w, &m, 0, drop, true);
-        __syncthreads(); /* coefficients are reused */
-    }
-}
-
 /* ---- backward ------------------------------------------------------------------------------ */
 /* This block's w_eff and the saved mean / inv_std of tile tl's window into wb[par]. */
 FROST_DEVICE void cs_bwd_params(const cnorm_params *p, const cnorm_tile *tl, const cs_smem *m, int par)
@@ -630,36 +591,65 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
     }
 }
 
-/* The backward's two-launch form as two entry points (see the forward's). */
-extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
-    cnorm_stream_bwd_stats_kernel(const __grid_constant__ cnorm_params p)
+/* ---- the two-launch form's entry points ---------------------------------------------------- */
+/* The two-launch form with the finalize kernel's merge as entry points of their own, so that
+ * each launch's registers are allocated for its own loop alone (the combined kernels above
+ * are sized for the one-launch form and the in-launch merge as well): STREAM_BLOCKS blocks
+ * per SM, the count the host's geometry gave the grid. */
+#ifndef STREAM_BLOCKS
+#define STREAM_BLOCKS CNS_MIN_BLOCKS
+#endif
+enum { CS_FWD_STATS, CS_FWD_APPLY, CS_BWD_STATS, CS_BWD_APPLY };
+
+/* Every window's tile of this block through one launch of the two-launch form with the
+ * finalize kernel's merge (stage: a CS_* constant, so that each entry point compiles its own
+ * loop alone). */
+FROST_DEVICE void cs_two_launch(const cnorm_params *p, const int stage)
 {
     extern __shared__ uint4 cnorm_smem[];
     cs_smem m;
-    cs_carve(&p, (unsigned char *)cnorm_smem, &m);
-    const cc_map w = cc_map_make(&p);
+    cs_carve(p, (unsigned char *)cnorm_smem, &m);
+    const cc_map w = cc_map_make(p);
     const uint64_t keep = cs_policy(true), drop = cs_policy(false);
-    for (int s = 0; s < p.windows; s++) {
-        const int t = s * p.k_tiles + (int)blockIdx.x;
-        const cnorm_tile tl = cn_tile(&p, t);
-        cs_bwd_params(&p, &tl, &m, 0);
-        cs_bwd_stats(&p, &tl, t, &w, &m, 0, keep, drop, false);
-        __syncthreads(); /* sums are reused */
+    for (int s = 0; s < p->windows; s++) {
+        const int t = s * p->k_tiles + (int)blockIdx.x;
+        const cnorm_tile tl = cn_tile(p, t);
+        if (stage == CS_FWD_STATS) {
+            cs_stats(p, &tl, t, &w, &m, keep, drop, false);
+        } else if (stage == CS_FWD_APPLY) {
+            cs_params(p, &tl, &m, 0);
+            cs_apply(p, &tl, &w, &m, 0, drop, true);
+        } else {
+            cs_bwd_params(p, &tl, &m, 0);
+            if (stage == CS_BWD_STATS)
+                cs_bwd_stats(p, &tl, t, &w, &m, 0, keep, drop, false);
+            else
+                cs_bwd_apply(p, &tl, &w, &m, 0, drop, true);
+        }
+        __syncthreads(); /* shift, sums and coefficients are reused */
     }
+}
+
+extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
+    cnorm_stream_fwd_stats_kernel(const __grid_constant__ cnorm_params p)
+{
+    cs_two_launch(&p, CS_FWD_STATS);
+}
+
+extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
+    cnorm_stream_fwd_apply_kernel(const __grid_constant__ cnorm_params p)
+{
+    cs_two_launch(&p, CS_FWD_APPLY);
+}
+
+extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
+    cnorm_stream_bwd_stats_kernel(const __grid_constant__ cnorm_params p)
+{
+    cs_two_launch(&p, CS_BWD_STATS);
 }
 
 extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
     cnorm_stream_bwd_apply_kernel(const __grid_constant__ cnorm_params p)
 {
-    extern __shared__ uint4 cnorm_smem[];
-    cs_smem m;
-    cs_carve(&p, (unsigned char *)cnorm_smem, &m);
-    const cc_map w = cc_map_make(&p);
-    const uint64_t drop = cs_policy(false);
-    for (int s = 0; s < p.windows; s++) {
-        const cnorm_tile tl = cn_tile(&p, s * p.k_tiles + (int)blockIdx.x);
-        cs_bwd_params(&p, &tl, &m, 0);
-        cs_bwd_apply(&p, &tl, &w, &m, 0, drop, true);
-        __syncthreads(); /* sums and coefficients are reused */
-    }
+    cs_two_launch(&p, CS_BWD_APPLY);
 }
