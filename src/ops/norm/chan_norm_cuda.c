@@ -366,7 +366,7 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
     }
     pl->use[ENTRY_MAIN] = !pl->empty;
     /* the two-launch stream form's statistics launch leaves the merge to the finalize kernel
-     * (a warp per channel) unless FROST_CNORM_STREAM_MERGE=0 (the launch's last arrivals merge) */
+     * unless FROST_CNORM_STREAM_MERGE=0 (the launch's last arrivals merge) */
     const char *merge = getenv("FROST_CNORM_STREAM_MERGE");
     pl->merge_kernel = pl->geo.stream == 2 && !(merge && merge[0] == '0' && !merge[1]);
     const char *split = getenv("FROST_CNORM_STREAM_SPLIT");
@@ -415,11 +415,14 @@ static frost_status cnorm_build(const frost_context *ctx, const frost__node *n, 
     if (!pl->use[ENTRY_MAIN])
         return FROST_OK;
     const frost__kernel *k = pl->kernels[ENTRY_MAIN];
-    for (int e = ENTRY_MAIN; e < NUM_ENTRIES; e += ENTRY_APPLY - ENTRY_MAIN)
+    static const int tiled[] = {ENTRY_MAIN, ENTRY_APPLY}; /* the entries that take the tile's shared memory */
+    for (size_t i = 0; i < FROST__ARRAY_SIZE(tiled); i++) {
+        const int e = tiled[i];
         if (pl->use[e] && pl->geo.smem > pl->kernels[e]->dyn_smem_set)
             return frost__fail(FROST_INTERNAL, "cuda channel norm: a tile needs %zu bytes of shared memory, %s "
                                                "allows %zu", pl->geo.smem, pl->keys[e].entry,
                                pl->kernels[e]->dyn_smem_set);
+    }
     if (pl->geo.cluster) { /* one block per tile; the hardware places whole clusters */
         pl->grid_main = (unsigned)pl->geo.num_tiles;
         return FROST_OK;
@@ -648,10 +651,10 @@ int frost__cnorm_cuda_keys(frost__kernel_key *keys, int cap)
      * default blocks per SM */
     for (int backward = 0; backward < 2; backward++)
         for (size_t d = 0; d < FROST__ARRAY_SIZE(dtypes); d++)
-            for (int e = 0; e < 3; e++) {
+            for (int e = 0; e < 3; e++) { /* combined, split statistics, split output */
                 if (count < cap)
-                    fill_key(&keys[count], backward, e ? (e == 1 ? ENTRY_MAIN : ENTRY_APPLY) : ENTRY_MAIN, dtypes[d],
-                             FROST__CNORM_BATCH, 1, CNS_MIN_BLOCKS, e ? -2 : -1);
+                    fill_key(&keys[count], backward, e == 2 ? ENTRY_APPLY : ENTRY_MAIN, dtypes[d],
+                             FROST__CNORM_BATCH, 1, CNS_MIN_BLOCKS, e == 0 ? -1 : -2);
                 count++;
             }
     return count;

@@ -10,7 +10,7 @@
  * Two passes (the default, "the two-launch form").  Launch 1 (mode STATS): each block reads
  * its rows of every window once, takes per-channel sums in registers and publishes
  * per-channel records (CNORM_F_MERGE_KERNEL); the finalize kernel (chan_norm_fwd.cu,
- * chan_norm_bwd.cu: a warp per channel, records in tile order) merges them.  With
+ * chan_norm_bwd.cu: cn_finalize_merge, a fixed order) merges them.  With
  * FROST_CNORM_STREAM_MERGE=0 the blocks of launch 1 arrive at the window's counter instead
  * and the last arrivals merge (below): slower, because a few blocks merge while the rest of
  * the GPU idles (ncu, 2026-12-03: SMs active 55 % of that launch).  Launch 2 (mode APPLY):
