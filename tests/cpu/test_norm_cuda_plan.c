@@ -54,7 +54,11 @@ static const plan_case cases[] = {
     {"tune: nv=4 on 4096", 1, 0, 16384, 4096, FROST_BF16, "nv=4", 128, 4, 0, 2, 0, "NV=4"},
     {"tune: stages=0 is register prefetch", 0, 0, 8192, 8192, FROST_BF16, "stages=0", 512, 2, 0, 0, 1, NULL},
     {"tune: persist=0 on a backward is ignored", 1, 1, 16384, 4096, FROST_BF16, "persist=0", 256, 2, 0, 2, 1, NULL},
-    {"ln fwd 1024: one-barrier statistics", 0, 0, 65536, 1024, FROST_BF16, NULL, 64, 2, 0, 2, 0, "LN_MERGE"},
+    {"ln fwd 1024: equal-count merges", 0, 0, 65536, 1024, FROST_BF16, NULL, 64, 2, 0, 2, 0, "LN_EQUAL"},
+    {"ln fwd 8192: 512-thread rows merge per warp", 0, 0, 8192, 8192, FROST_BF16, NULL, 512, 2, 0, 2, 1, "LN_MERGE"},
+    {"tune: lnm=1 on 4096", 0, 0, 16384, 4096, FROST_BF16, "lnm=1", 256, 2, 0, 2, 0, "LN_MERGE"},
+    {"tune: lnm=2 on 5120 (not full) keeps two reductions", 0, 0, 16384, 5120, FROST_BF16, "lnm=2", 512, 2, 0, 2, 1,
+     "NV=2"},
     {"ln fwd 5120: a partly filled unit, two reductions", 0, 0, 16384, 5120, FROST_BF16, NULL, 512, 2, 0, 2, 1, "NV=2"},
     {"ln fwd 128: row groups of 8, no barrier", 0, 0, 262144, 128, FROST_BF16, NULL, 8, 2, 0, 2, 1, "GROUP=8"},
     {"tune: lnm=0 turns one-barrier statistics off", 0, 0, 16384, 4096, FROST_BF16, "lnm=0", 256, 2, 0, 2, 0, NULL},
@@ -127,12 +131,17 @@ static void run_case(int index, const plan_case *c)
         if (!c->tune && strstr(k, "L2_256"))
             tu_failf("key %s asks for 256-byte L2 fetches without FROST_NORM_TUNE", k);
         /* LayerNorm forward: one-barrier statistics exactly when a row fills its row group of
-         * more than a warp (every warp holds as many columns), or when the tuning says so */
+         * more than a warp (every warp holds as many columns), equal-count merges (LN_EQUAL)
+         * for groups of up to 256 threads and per-warp merges (LN_MERGE) above; lnm= says
+         * which (2 only for full rows) */
         const int full = !plan.looped && plan.group > 32 && c->cols == (int64_t)plan.group * plan.nv * plan.vec;
-        const int want_merge =
-            !c->rms && !c->backward && (c->tune && strstr(c->tune, "lnm=") ? !strstr(c->tune, "lnm=0") : full);
-        if (!!strstr(k, "LN_MERGE") != want_merge)
-            tu_failf("key %s %s LN_MERGE", k, want_merge ? "lacks" : "has");
+        const int lnm = c->tune && strstr(c->tune, "lnm=") ? atoi(strstr(c->tune, "lnm=") + 4)
+                        : full                            ? (plan.group <= 256 ? 2 : 1)
+                                                          : 0;
+        const int ln = !c->rms && !c->backward;
+        const int want_equal = ln && lnm == 2 && full, want_merge = ln && lnm && !want_equal;
+        if (!!strstr(k, "LN_MERGE") != want_merge || !!strstr(k, "LN_EQUAL") != want_equal)
+            tu_failf("key %s: expected LN_MERGE %d, LN_EQUAL %d", k, want_merge, want_equal);
         /* forward rows of 256-thread blocks ask for more resident blocks: RMSNorm 6 (3 at 4
          * units a thread), LayerNorm 6 for full rows (on a one-pass grid); 512 x 4 units 2 */
         const int narrow = !c->backward && plan.vec > 1 && !plan.looped && plan.block == 256;

@@ -17,8 +17,9 @@
  * segments that never straddle two parameter rows of AdaLayerNorm's per-sample d_scale /
  * d_bias); its row group r takes every ROWS_PER_BLOCK-th of them starting at r and keeps,
  * in registers, running sums for the columns it holds.  At the end each group writes its
- * sums to its own row (b * ROWS_PER_BLOCK + r) of a f32 partial buffer in the workspace,
- * and norm_bwd_reduce.cu adds the partial rows in index order, per parameter row (the
+ * sums to its own row (b * ROWS_PER_BLOCK + r) of a f32 partial buffer in the workspace
+ * (in lane order, see bwd_store_lanes; the chunked paths in column order), and
+ * norm_bwd_reduce.cu adds the partial rows in index order, per parameter row (the
  * blocks of one parameter row's segments are consecutive, and so are their partial rows).
  * Every sum has a fixed order that depends only on the plan (grid size, rows), never on
  * timing, so d_scale and d_bias are bitwise repeatable run to run, with or without the
@@ -149,7 +150,8 @@ FROST_DEVICE void bwd_write_dx(const void *scale, const uint32_t *x, const uint3
     (void)acc_w, (void)acc_b;
 }
 
-/* Stores (first) or adds `units` units of sums into a partial row at column offset c0. */
+/* Stores (first) or adds `units` units of sums into a partial row in column order at
+ * column offset c0 (the chunked paths). */
 FROST_DEVICE void bwd_store_partial(float *prow, const float *acc, int lane, int cols, int c0, bool add,
                                     const int vec, const int units)
 {
@@ -189,14 +191,30 @@ FROST_DEVICE void bwd_load_stats(const norm_bwd_params *p, int64_t row, float *m
     *rstd_s = p->inv_std ? p->inv_std[row * p->inv_std_stride] : 1.0f;
 }
 
+/* Stores a register-resident row group's sums in lane order (norm_reduce_params): element
+ * j of unit k of lane `lane` at (k * vec + j) * GROUP + lane, so that a warp's store of one
+ * (k, j) writes consecutive floats.  (Column order would spread each store instruction over
+ * 32 sectors, and every block stores at the same moment, at its end.) */
+FROST_DEVICE void bwd_store_lanes(float *prow, const float *acc, int lane, int cols, const int vec, const int units)
+{
+#pragma unroll
+    for (int k = 0; k < units; k++) {
+        if ((k * GROUP + lane) * vec < cols) {
+#pragma unroll
+            for (int j = 0; j < vec; j++)
+                prow[(k * vec + j) * GROUP + lane] = acc[k * vec + j];
+        }
+    }
+}
+
 FROST_DEVICE void bwd_store_partials(const norm_bwd_params *p, const float *acc_w, const float *acc_b, int lane,
                                      const int vec, const int units)
 {
 #if defined(DSCALE)
-    bwd_store_partial(bwd_partial_row(p->partial_scale, p), acc_w, lane, p->cols, 0, false, vec, units);
+    bwd_store_lanes(bwd_partial_row(p->partial_scale, p), acc_w, lane, p->cols, vec, units);
 #endif
 #if defined(DBIAS)
-    bwd_store_partial(bwd_partial_row(p->partial_bias, p), acc_b, lane, p->cols, 0, false, vec, units);
+    bwd_store_lanes(bwd_partial_row(p->partial_bias, p), acc_b, lane, p->cols, vec, units);
 #endif
     (void)p, (void)acc_w, (void)acc_b, (void)lane;
 }

@@ -2,16 +2,18 @@
  * norm_bwd_reduce.cu - the second step of the norm backward's parameter gradients: adds
  * the f32 partial rows that norm_bwd.cu's row groups wrote, in index order.
  *
- * Layout legend: partial[b][c], b = 0..num_partials-1 (one row per row group of the main
- * kernel), c = 0..cols-1, rows partial_stride floats apart; out is d_scale or d_bias (f32,
+ * Layout legend: partial[b][pos], b = 0..num_partials-1 (one row per row group of the main
+ * kernel), pos = 0..positions-1 (a permutation of the columns, norm_kernel.cuh's
+ * norm_reduce_params), rows partial_stride floats apart; out is d_scale or d_bias (f32,
  * unit stride in a row), blockIdx.y picks the pair (scale, bias).  Out row q (a parameter
  * row: one for LayerNorm / RMSNorm, one per sample for AdaLayerNorm's [B, 1, C]) is the
  * sum of the partial rows [q * partials_per_out, (q + 1) * partials_per_out); blockIdx.z
  * strides over the out rows.
  *
- * A block covers 32 columns with 8 slices of partial rows (REDUCE_SLICES): thread
- * (slice s, column c) adds rows first + s, first + s + 8, ... in that order (a warp reads 32 consecutive
- * floats per row: coalesced), then slice 0 adds the 8 slice sums in slice order.  The
+ * A block covers 32 positions with 8 slices of partial rows (REDUCE_SLICES): thread
+ * (slice s, position c) adds rows first + s, first + s + 8, ... in that order (a warp reads
+ * 32 consecutive floats per row: coalesced), then slice 0 adds the 8 slice sums in slice
+ * order and writes the position's column.  The
  * order of every addition is fixed by the plan alone, so the result is bitwise
  * repeatable; an out row without partial rows (a backward over zero rows) is written as
  * zeros.
@@ -28,7 +30,10 @@ extern "C" __global__ void __launch_bounds__(REDUCE_COLS * REDUCE_SLICES)
 {
     __shared__ float slice_sum[REDUCE_SLICES][REDUCE_COLS + 1];
     const int c = threadIdx.x % REDUCE_COLS, slice = threadIdx.x / REDUCE_COLS;
-    const int col = blockIdx.x * REDUCE_COLS + c;
+    const int pos = blockIdx.x * REDUCE_COLS + c;
+    const int lane = pos % p.lanes, kj = pos / p.lanes;
+    const int col = ((kj / p.vec) * p.lanes + lane) * p.vec + kj % p.vec;
+    const bool valid = pos < p.positions && col < p.cols;
     const int pair = blockIdx.y;
     const float *src = p.partial[pair];
     /* the trip count depends on the block only: __syncthreads below is uniform */
@@ -37,15 +42,15 @@ extern "C" __global__ void __launch_bounds__(REDUCE_COLS * REDUCE_SLICES)
         const int64_t last = first + p.partials_per_out[pair] < p.num_partials ? first + p.partials_per_out[pair]
                                                                                 : p.num_partials;
         float s = 0.0f;
-        if (col < p.cols) {
-            const float *at = src + col;
+        if (valid) {
+            const float *at = src + pos;
 #pragma unroll 8
             for (int64_t r = first + slice; r < last; r += REDUCE_SLICES)
                 s += at[r * p.partial_stride];
         }
         slice_sum[slice][c] = s;
         __syncthreads();
-        if (slice == 0 && col < p.cols) {
+        if (slice == 0 && valid) {
             float t = slice_sum[0][c];
 #pragma unroll
             for (int i = 1; i < REDUCE_SLICES; i++)

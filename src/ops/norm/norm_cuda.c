@@ -129,7 +129,10 @@ static frost_status norm_build(const frost_context *ctx, const frost__node *n, v
         plan->blocks_per_segment = frost__norm_ceil_div(plan->ada.segment_rows, plan->rows_per_block);
         grid = segments * plan->blocks_per_segment;
         plan->num_partials = grid * groups;
-        plan->partial_stride = (p->cols + 7) / 8 * 8;
+        /* register-resident rows store their sums in lane order, NV * GROUP * VEC
+         * positions (norm_reduce_params); the chunked paths in column order */
+        const int64_t lane_positions = plan->looped ? 0 : (int64_t)plan->nv * plan->group * plan->vec;
+        plan->partial_stride = ((lane_positions > p->cols ? lane_positions : p->cols) + 7) / 8 * 8;
         plan->partial_bytes =
             ((size_t)plan->num_partials * (size_t)plan->partial_stride * sizeof(float) + 255) / 256 * 256;
     }
@@ -168,15 +171,15 @@ static frost_status launch(const frost_context *ctx, frost__kernel *k, unsigned 
     return frost__launch(ctx->device, k, &dims, args, stream);
 }
 
-/* The reduce grid: 32-column blocks x pairs x parameter rows (strided past
+/* The reduce grid: 32-position blocks x pairs x parameter rows (strided past
  * 65535). */
-static frost_status launch_reduce(const frost_context *ctx, frost__kernel *k, int threads, int64_t cols, int pairs,
-                                  int64_t out_rows, void *params, void *stream)
+static frost_status launch_reduce(const frost_context *ctx, frost__kernel *k, int threads, int64_t positions,
+                                  int pairs, int64_t out_rows, void *params, void *stream)
 {
     frost__launch_dims dims;
     void *args[1] = {params};
     memset(&dims, 0, sizeof dims);
-    dims.grid[0] = (unsigned)frost__norm_ceil_div(cols, REDUCE_COLS), dims.grid[1] = (unsigned)pairs;
+    dims.grid[0] = (unsigned)frost__norm_ceil_div(positions, REDUCE_COLS), dims.grid[1] = (unsigned)pairs;
     dims.grid[2] = (unsigned)(out_rows < 65535 ? out_rows : 65535);
     dims.block[0] = (unsigned)threads, dims.block[1] = 1, dims.block[2] = 1;
     return frost__launch(ctx->device, k, &dims, args, stream);
@@ -222,6 +225,7 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
     const frost__norm_plan *plan = plan_ptr;
     const int pairs = plan->want_dscale + plan->want_dbias;
     float *partial[2] = {NULL, NULL};
+    int lane_order = 0; /* the partial rows' layout: lane order from register-resident rows */
     frost_status s;
     if (pairs > 0 && plan->partial_bytes > 0) {
         if (!workspace || !aligned16(workspace))
@@ -261,6 +265,7 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
         params.inv_cols = (float)(1.0 / (double)p->cols);
         if (!params.x || !params.dy || !params.dx)
             return frost__fail(FROST_INVALID_ARGUMENT, "cuda norm backward: X, dY or dX is bound to NULL");
+        lane_order = !plan->looped && (plan->vec == 1 || params.vec_ok);
         s = launch(ctx, plan->kernel, plan->grid, 1, (unsigned)plan->block, plan->ring_bytes, &params, stream);
         if (s != FROST_OK)
             return s;
@@ -288,8 +293,11 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
         rp.partial_stride = plan->partial_stride;
         rp.num_partials = p->rows > 0 ? (int32_t)plan->num_partials : 0;
         rp.cols = (int32_t)p->cols;
+        rp.lanes = lane_order ? plan->group : 1;
+        rp.vec = lane_order ? plan->vec : 1;
+        rp.positions = lane_order ? plan->nv * plan->group * plan->vec : (int32_t)p->cols;
         if (out_rows > 0) {
-            s = launch_reduce(ctx, plan->reduce, plan->reduce_threads, p->cols, pairs, out_rows, &rp, stream);
+            s = launch_reduce(ctx, plan->reduce, plan->reduce_threads, rp.positions, pairs, out_rows, &rp, stream);
             if (s != FROST_OK)
                 return s;
         }

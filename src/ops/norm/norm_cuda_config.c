@@ -82,8 +82,8 @@ static const tile_rule tile_rules[2][3] = {
  * fetches), persist (1: persistent grid, 0: one row group per row; forward only), bps (cap
  * on blocks per SM), minrows (backward: rows a row group should see at least), minb
  * (resident blocks per SM the launch bounds cut registers for), rslices (the backward
- * reduce's slices of partial rows, 1-32), lnm (LayerNorm forward: 1 one-barrier statistics,
- * 0 two reductions), even (forward persistent grids: 1 as many row trips for every block,
+ * reduce's slices of partial rows, 1-32), lnm (LayerNorm forward: 2 equal-count merges, 1
+ * one-barrier statistics, 0 two reductions), even (forward persistent grids: 1 as many row trips for every block,
  * 0 one block per resident slot; norm_cuda.c). */
 int frost__norm_tune(const char *name, int dflt)
 {
@@ -322,8 +322,13 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
     /* LayerNorm forward rows that fill their row group exactly (every warp holds as many
      * columns) take their statistics with one barrier (LN_MERGE, norm_fwd.cu): 1.01-1.03x at
      * 1024, 4096, 8192 and 16384 columns in two sweeps of 2026-12-03 (docs/PERF.md), 0.87x at
-     * 5120, whose second unit a thread holds is mostly padding */
-    if (!p->backward && p->kind == FROST__NORM_LAYER && frost__norm_tune("lnm", full_rows))
+     * 5120, whose second unit a thread holds is mostly padding.  Rows of up to 256 threads
+     * merge equal-count per-thread summaries instead (LN_EQUAL; sweep 19: 1.02-1.03x at 1024
+     * and 4096 columns, 0.95-0.99x at 8192 and 16384 with 512 threads). */
+    const int lnm = frost__norm_tune("lnm", full_rows ? (plan->group <= 256 ? 2 : 1) : 0);
+    if (!p->backward && p->kind == FROST__NORM_LAYER && lnm == 2 && full_rows)
+        frost__key_define(k, "LN_EQUAL", NULL);
+    else if (!p->backward && p->kind == FROST__NORM_LAYER && lnm)
         frost__key_define(k, "LN_MERGE", NULL);
     if (p->backward) {
         plan->want_dscale = p->slot[FROST__NORM_D_SCALE].present;

@@ -159,12 +159,70 @@ FROST_DEVICE void fwd_layer_stats(const norm_fwd_params *p, const uint32_t *cur,
 }
 #endif
 
+#if defined(KIND_LAYER) && defined(LN_EQUAL)
+/* Merges this lane's (mean, M2) summary of c elements with lane ^ o's summary of as many
+ * (Chan et al. with equal counts: no division):
+ *     mean = (m_a + m_b) / 2,   M2 = M2_a + M2_b + (m_a - m_b)^2 c / 2.
+ * Both lanes of the pair compute the same bits (each operation is symmetric in a and b). */
+FROST_DEVICE void fwd_merge_equal(float *m, float *q, int o, float c)
+{
+    const float mo = __shfl_xor_sync(0xffffffffu, *m, o), qo = __shfl_xor_sync(0xffffffffu, *q, o);
+    const float d = mo - *m;
+    *q = fmaf(d * d, 0.5f * c, *q + qo);
+    *m = 0.5f * (*m + mo);
+}
+
+/* LayerNorm statistics of a register-resident row that fills its row group exactly (every
+ * thread holds units * vec columns): each thread takes the mean and the centred sum of
+ * squares of its own columns from registers, then summaries of equal counts merge in
+ * butterflies, over the lanes and then (one barrier) over the row's warps.  Every merge is
+ * exact in the two-pass sense and every lane ends with the same bits; the dependent
+ * shuffle chain is half that of a sum followed by a centred sum. */
+FROST_DEVICE void fwd_layer_stats(const norm_fwd_params *p, const uint32_t *cur, norm_red *red, const int vec,
+                                  const int units, float *mean, float *rstd)
+{
+    const int e = units * vec;
+    float m = fwd_partial_sum(cur, vec, units) * (1.0f / (float)e), q = 0.0f;
+#pragma unroll
+    for (int i = 0; i < e; i++) {
+        const float d = norm_elem(cur, i, vec) - m;
+        q = fmaf(d, d, q);
+    }
+    float c = (float)e;
+#pragma unroll
+    for (int o = 1; o < (GROUP < 32 ? GROUP : 32); o <<= 1, c *= 2.0f)
+        fwd_merge_equal(&m, &q, o, c);
+#if GROUP > 32
+    float *buf = norm_red_next(red);
+    if ((threadIdx.x & 31) == 0) {
+        buf[2 * (threadIdx.x / 32)] = m;
+        buf[2 * (threadIdx.x / 32) + 1] = q;
+    }
+    __syncthreads();
+    /* lane l takes warp l % (GROUP / 32) of the row */
+    const float *mine = buf + 2 * ((threadIdx.x / GROUP) * (GROUP / 32) + (threadIdx.x & 31) % (GROUP / 32));
+    m = mine[0];
+    q = mine[1];
+#pragma unroll
+    for (int o = 1; o < GROUP / 32; o <<= 1, c *= 2.0f)
+        fwd_merge_equal(&m, &q, o, c);
+#else
+    (void)red;
+#endif
+    *mean = m;
+    *rstd = rsqrtf(q * p->inv_cols + p->epsilon);
+}
+#endif
+
 /* Statistics and output of one register-resident row; every thread of the block calls
  * it (row >= rows: an idle group that only joins the reductions). */
 FROST_DEVICE void fwd_process(const norm_fwd_params *p, const uint32_t *cur, int64_t row, int lane, norm_red *red,
                               const int vec, const int units)
 {
-#if defined(KIND_LAYER) && defined(LN_MERGE) && GROUP > 32
+#if defined(KIND_LAYER) && defined(LN_EQUAL)
+    float mean, rstd;
+    fwd_layer_stats(p, cur, red, vec, units, &mean, &rstd);
+#elif defined(KIND_LAYER) && defined(LN_MERGE) && GROUP > 32
     float mean, rstd;
     fwd_layer_stats(p, cur, lane, red, vec, units, &mean, &rstd);
 #elif defined(KIND_LAYER)

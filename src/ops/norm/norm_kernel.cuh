@@ -101,7 +101,7 @@ typedef struct norm_bwd_params {
     int64_t rows_per_block;
     int64_t rows_per_segment;
     int64_t blocks_per_segment;
-    int64_t partial_stride; /* floats between partial rows: cols rounded up to 8 */
+    int64_t partial_stride; /* floats between partial rows (norm_reduce_params' positions) */
     norm_param_map scale_map; /* PER_SAMPLE keys */
     int32_t cols;
     int32_t vec_ok;
@@ -111,9 +111,13 @@ typedef struct norm_bwd_params {
 #define NORM_BWD_PARAMS_BYTES 184
 
 /* out[q * out_stride + c] = sum over b in [q * partials_per_out, (q + 1) * partials_per_out)
- * (clipped to num_partials) of partial[b][c], in that order, for the out_rows parameter
+ * (clipped to num_partials) of partial[b][pos(c)], in that order, for the out_rows parameter
  * rows q; blockIdx.y picks the pair (0: scale, 1: bias; a missing pair is skipped by the
- * grid).  Shared parameters: one out row made of every partial row. */
+ * grid).  Shared parameters: one out row made of every partial row.  A partial row holds
+ * column c = (k * lanes + lane) * vec + j at position pos = (k * vec + j) * lanes + lane,
+ * so that the register-resident row groups of norm_bwd.cu store it coalesced (lanes =
+ * GROUP, vec = the unit); lanes = vec = 1 is column order (the chunked paths).  Positions
+ * [0, positions) cover every column once; those of columns >= cols are never written. */
 typedef struct norm_reduce_params {
     const float *partial[2];
     float *out[2];
@@ -123,8 +127,12 @@ typedef struct norm_reduce_params {
     int32_t cols;
     int32_t partials_per_out[2];
     int32_t out_rows[2];
+    int32_t positions;
+    int32_t lanes;
+    int32_t vec;
+    int32_t pad_;
 } norm_reduce_params;
-#define NORM_REDUCE_PARAMS_BYTES 80
+#define NORM_REDUCE_PARAMS_BYTES 96
 
 #if (defined(__CUDACC__) || defined(__CUDACC_RTC__)) && defined(NV)
 
