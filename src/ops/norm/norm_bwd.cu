@@ -330,6 +330,41 @@ FROST_DEVICE void bwd_process_staged(const norm_bwd_params *p, const norm_cell *
     }
 }
 
+#if ROWS_PER_BLOCK > 1
+/* Staged rows of several row groups a block end with one partial row per block: the groups'
+ * sums, in lane order, meet in shared memory (the drained ring: 2 * BLOCK * ELEMS floats fit
+ * in its 2 * STAGES * NV * BLOCK cells of 16 bytes) and are added group 0 first, so the
+ * reduce kernel reads ROWS_PER_BLOCK times fewer partial rows.  Every thread of the block
+ * calls it. */
+FROST_DEVICE void bwd_store_block_partials(const norm_bwd_params *p, float *sm, const float *acc_w,
+                                           const float *acc_b, int group, int lane)
+{
+    const int positions = ELEMS * GROUP; /* a group's lane-order positions */
+    __syncthreads();                     /* every thread's ring reads and copies are done */
+#pragma unroll
+    for (int i = 0; i < ELEMS; i++) {
+        const int pos = i * GROUP + lane; /* element i = k * VEC + j, as bwd_store_lanes */
+        sm[group * positions + pos] = acc_w[i];
+        sm[(ROWS_PER_BLOCK + group) * positions + pos] = acc_b[i];
+    }
+    __syncthreads();
+    float *out_w = p->partial_scale ? p->partial_scale + (int64_t)blockIdx.x * p->partial_stride : 0;
+    float *out_b = p->partial_bias ? p->partial_bias + (int64_t)blockIdx.x * p->partial_stride : 0;
+    for (int pos = threadIdx.x; pos < positions; pos += BLOCK) {
+        float w = sm[pos], b = sm[ROWS_PER_BLOCK * positions + pos];
+#pragma unroll
+        for (int g = 1; g < ROWS_PER_BLOCK; g++) {
+            w += sm[g * positions + pos];
+            b += sm[(ROWS_PER_BLOCK + g) * positions + pos];
+        }
+        if (out_w)
+            out_w[pos] = w;
+        if (out_b)
+            out_b[pos] = b;
+    }
+}
+#endif
+
 /* Staged rows: as bwd_rows on the vector path, but the next STAGES - 1 rows of x and dy of
  * each group wait in the shared-memory ring (norm_kernel.cuh); the saved statistics of
  * the next row are prefetched into two registers. */
@@ -376,7 +411,11 @@ FROST_DEVICE void bwd_rows_staged(const norm_bwd_params *p)
         stage = stage + 1 == STAGES ? 0 : stage + 1;
     }
     norm_cp_async_drain();
+#if ROWS_PER_BLOCK > 1
+    bwd_store_block_partials(p, (float *)ring, acc_w, acc_b, group, lane);
+#else
     bwd_store_partials(p, acc_w, acc_b, lane, VEC, NV);
+#endif
 }
 #endif
 

@@ -273,7 +273,9 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
     if (pairs > 0) {
         norm_reduce_params rp;
         memset(&rp, 0, sizeof rp);
-        const int64_t per_out = plan->blocks_per_segment * plan->rows_per_block_groups; /* partial rows per segment */
+        /* partial rows per block: one when staged rows add their groups' in the block */
+        const int64_t per_block = lane_order && plan->stages > 1 ? 1 : plan->rows_per_block_groups;
+        const int64_t per_out = plan->blocks_per_segment * per_block; /* partial rows per segment */
         int64_t out_rows = 0;
         int i = 0;
         for (int k = 0; k < 2; k++) {
@@ -291,7 +293,7 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
             i++;
         }
         rp.partial_stride = plan->partial_stride;
-        rp.num_partials = p->rows > 0 ? (int32_t)plan->num_partials : 0;
+        rp.num_partials = p->rows > 0 ? (int32_t)(plan->grid * per_block) : 0;
         rp.cols = (int32_t)p->cols;
         rp.lanes = lane_order ? plan->group : 1;
         rp.vec = lane_order ? plan->vec : 1;
@@ -327,7 +329,10 @@ static void norm_describe_plan(const void *plan_ptr, frost__buf *out)
         frost__buf_printf(out,
                           "; d_scale/d_bias: %lld partial rows of column sums "
                           "(%lld rows per block",
-                          (long long)plan->num_partials, (long long)plan->rows_per_block);
+                          (long long)(plan->stages > 1 ? plan->grid : plan->num_partials),
+                          (long long)plan->rows_per_block);
+        if (plan->stages > 1 && plan->rows_per_block_groups > 1)
+            frost__buf_printf(out, ", the block's row groups added in shared memory");
         if (plan->ada.out_rows[0] > 1 || plan->ada.out_rows[1] > 1)
             frost__buf_printf(out, ", segments of %lld rows; parameter rows: d_scale %lld, d_bias %lld",
                               (long long)plan->ada.segment_rows, (long long)plan->ada.out_rows[0],

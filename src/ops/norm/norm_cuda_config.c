@@ -83,7 +83,8 @@ static const tile_rule tile_rules[2][3] = {
  * on blocks per SM), minrows (backward: rows a row group should see at least), minb
  * (resident blocks per SM the launch bounds cut registers for), rslices (the backward
  * reduce's slices of partial rows, 1-32), lnm (LayerNorm forward: 2 equal-count merges, 1
- * one-barrier statistics, 0 two reductions), even (forward persistent grids: 1 as many row trips for every block,
+ * one-barrier statistics, 0 two reductions), lnfma (LayerNorm forward with 16-bit I/O: 0
+ * computes x_hat as (x - mean) * rstd instead of one fma), even (forward persistent grids: 1 as many row trips for every block,
  * 0 one block per resident slot; norm_cuda.c). */
 int frost__norm_tune(const char *name, int dflt)
 {
@@ -330,6 +331,8 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
         frost__key_define(k, "LN_EQUAL", NULL);
     else if (!p->backward && p->kind == FROST__NORM_LAYER && lnm)
         frost__key_define(k, "LN_MERGE", NULL);
+    if (!p->backward && p->kind == FROST__NORM_LAYER && io_bytes == 2 && !frost__norm_tune("lnfma", 1))
+        frost__key_define(k, "LN_EXACT", NULL);
     if (p->backward) {
         plan->want_dscale = p->slot[FROST__NORM_D_SCALE].present;
         plan->want_dbias = p->slot[FROST__NORM_D_BIAS].present;
@@ -338,7 +341,14 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
         if (plan->want_dbias)
             frost__key_define(k, "DBIAS", NULL);
         frost__key_init(&plan->reduce_key, REDUCE_SOURCE, "norm_bwd_reduce_kernel");
-        const int slices = frost__norm_tune("rslices", 8);
+        /* The reduce's grid has a block per 32 positions and pair, so narrow rows leave most
+         * SMs idle; more slices of partial rows a block (fewer dependent loads a thread) pay
+         * there (sweep 21, 2026-12-03: 16 slices 1.02x at 1024 columns, 1.10x at 1000, 32
+         * slices 1.24-1.38x at 128; 16 lost 0.97-0.98x at 12288 and 16384, 0.97x on
+         * AdaLayerNorm's 2048) */
+        const int64_t lane_positions = plan->looped ? p->cols : (int64_t)plan->nv * plan->group * plan->vec;
+        const int64_t reduce_cols = lane_positions * (plan->want_dscale + plan->want_dbias);
+        const int slices = frost__norm_tune("rslices", reduce_cols <= 512 ? 32 : reduce_cols <= 2048 ? 16 : 8);
         plan->reduce_threads = 32 * 8;
         if (slices != 8 && slices >= 1 && slices <= 32) {
             frost__key_define(&plan->reduce_key, "REDUCE_SLICES", "%d", slices);

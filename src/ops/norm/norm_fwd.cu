@@ -72,11 +72,25 @@ FROST_DEVICE float fwd_partial_sq(const uint32_t *raw, int lane, int cols, float
     return q;
 }
 
+/* x_hat = (x - mean) * rstd.  With 16-bit I/O, LayerNorm takes it as one fma,
+ * x * rstd + (-mean * rstd): the forward is issue-bound there (ncu, 2026-12-03: 0.83 warps
+ * issued a scheduler cycle against RMSNorm's 0.63), and the rounding of mean * rstd (half an
+ * f32 ulp of |mean| / std) stays far below the output's half ulp unless |mean| / std passes
+ * 2^14, beyond what a 16-bit x can resolve.  f32 I/O and LN_EXACT (FROST_NORM_TUNE lnfma=0)
+ * subtract first. */
+#if defined(KIND_LAYER) && IO_BYTES == 2 && !defined(LN_EXACT)
+#define FWD_XHAT(x, mean, rstd, shift) fmaf((x), (rstd), (shift))
+#else
+#define FWD_XHAT(x, mean, rstd, shift) (((x) - (mean)) * (rstd))
+#endif
+
 /* Writes the thread's units of y for one row (or chunk: pointers and cols offset by c0);
  * scale and bias point at the row's parameter rows. */
 FROST_DEVICE void fwd_write(const void *scale, const void *bias, const uint32_t *raw, frost_io *yrow, int lane,
                             int cols, int c0, float mean, float rstd, const int vec, const int units)
 {
+    const float shift = -mean * rstd;
+    (void)shift;
 #pragma unroll
     for (int k = 0; k < units; k++) {
         const int col = (k * GROUP + lane) * vec;
@@ -91,7 +105,7 @@ FROST_DEVICE void fwd_write(const void *scale, const void *bias, const uint32_t 
 #endif
 #pragma unroll
             for (int j = 0; j < vec; j++) {
-                const float xhat = (norm_elem(raw, k * vec + j, vec) - mean) * rstd;
+                const float xhat = FWD_XHAT(norm_elem(raw, k * vec + j, vec), mean, rstd, shift);
 #if BIAS_DT != FROST_DT_NONE
                 out[j] = fmaf(xhat, w[j], b[j]);
 #else
