@@ -90,6 +90,25 @@ FROST_DEVICE frost_io frost_from_float(float f) { return frost_float_to_bf16(f);
 #define FROST_PACK2 frost_pack_bf16x2
 #endif
 
+/* ---- programmatic dependent launch (sm_90+; runtime.h's frost__launch_dims.early) ----
+ * frost_allow_next_grid: this block no longer holds back the stream's next kernel, if that
+ * one was launched early (it may then be scheduled, once every block of this grid has
+ * called this or exited).  frost_wait_prior_grid: waits until the kernel this one was
+ * launched early after has finished and its writes are visible.  Both are no-ops for a
+ * plain launch and before sm_90. */
+FROST_DEVICE void frost_allow_next_grid(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+FROST_DEVICE void frost_wait_prior_grid(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 /* ---- warp reductions (all 32 lanes take part) ---- */
 FROST_DEVICE float frost_warp_sum(float v)
 {

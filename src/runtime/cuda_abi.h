@@ -98,6 +98,29 @@ typedef frost__CUresult (*frost__cuEventDestroy_fn)(frost__CUevent ev);         
 typedef frost__CUresult (*frost__cuEventRecord_fn)(frost__CUevent ev, frost__CUstream stream);
 typedef frost__CUresult (*frost__cuEventElapsedTime_fn)(float *ms, frost__CUevent start, frost__CUevent end);
 
+/* cuLaunchKernelEx (CUDA 12.0+ drivers) with cuda.h's CUlaunchConfig / CUlaunchAttribute
+ * layout: an attribute is its id, 4 bytes of padding and a 64-byte value union. */
+enum { FROST__CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6 };
+typedef struct frost__CUlaunchAttribute {
+    int id;
+    char pad[4];
+    union {
+        char pad[64];
+        void *align;
+        int programmatic_stream_serialization_allowed;
+    } value;
+} frost__CUlaunchAttribute;
+typedef struct frost__CUlaunchConfig {
+    unsigned grid_x, grid_y, grid_z;
+    unsigned block_x, block_y, block_z;
+    unsigned shared_mem_bytes;
+    frost__CUstream stream;
+    frost__CUlaunchAttribute *attrs;
+    unsigned num_attrs;
+} frost__CUlaunchConfig;
+typedef frost__CUresult (*frost__cuLaunchKernelEx_fn)(const frost__CUlaunchConfig *config, frost__CUfunction fn,
+                                                    void **params, void **extra);
+
 /* Versioned symbol names (what cuda.h's #defines resolve to). */
 #define FROST__SYM_cuDeviceTotalMem "cuDeviceTotalMem_v2"
 #define FROST__SYM_cuDevicePrimaryCtxRelease "cuDevicePrimaryCtxRelease_v2"

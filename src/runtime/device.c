@@ -363,14 +363,27 @@ frost_status frost__launch(const frost__device *dev, frost__kernel *k, const fro
     if (s != FROST_OK) {
         return s;
     }
-    frost__CUresult r = frost__cu.LaunchKernel((frost__CUfunction)k->function, dims->grid[0], dims->grid[1],
-                                               dims->grid[2], dims->block[0], dims->block[1], dims->block[2],
-                                               (unsigned)dims->dyn_smem, (frost__CUstream)stream, args, NULL);
+    frost__CUresult r;
+    const int early = dims->early && frost__cu.LaunchKernelEx && dev->cc_major >= 9;
+    if (early) {
+        frost__CUlaunchAttribute attr;
+        memset(&attr, 0, sizeof attr);
+        attr.id = FROST__CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmatic_stream_serialization_allowed = 1;
+        const frost__CUlaunchConfig cfg = {dims->grid[0],  dims->grid[1],   dims->grid[2],
+                                           dims->block[0], dims->block[1],  dims->block[2],
+                                           (unsigned)dims->dyn_smem, (frost__CUstream)stream, &attr, 1};
+        r = frost__cu.LaunchKernelEx(&cfg, (frost__CUfunction)k->function, args, NULL);
+    } else {
+        r = frost__cu.LaunchKernel((frost__CUfunction)k->function, dims->grid[0], dims->grid[1], dims->grid[2],
+                                   dims->block[0], dims->block[1], dims->block[2], (unsigned)dims->dyn_smem,
+                                   (frost__CUstream)stream, args, NULL);
+    }
     if (r != FROST__CUDA_SUCCESS) {
         char what[256];
-        snprintf(what, sizeof what, "cuLaunchKernel (grid %ux%ux%u, block %ux%ux%u, %zu bytes dynamic shared memory)",
-                 dims->grid[0], dims->grid[1], dims->grid[2], dims->block[0], dims->block[1], dims->block[2],
-                 dims->dyn_smem);
+        snprintf(what, sizeof what, "%s (grid %ux%ux%u, block %ux%ux%u, %zu bytes dynamic shared memory)",
+                 early ? "cuLaunchKernelEx (programmatic dependent launch)" : "cuLaunchKernel", dims->grid[0],
+                 dims->grid[1], dims->grid[2], dims->block[0], dims->block[1], dims->block[2], dims->dyn_smem);
         return frost__cu_fail(r, what);
     }
     return FROST_OK;

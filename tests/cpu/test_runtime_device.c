@@ -103,7 +103,7 @@ static void run_axpy(frost__device *dev, frost__kernel *k, size_t dyn_smem, cons
     TU_OK(frost__dev_alloc(dev, bytes, &dy));
     TU_OK(frost__dev_copy_htod(dev, dx, x, bytes));
     TU_OK(frost__dev_copy_htod(dev, dy, y, bytes));
-    frost__launch_dims dims = {{(unsigned)(n + 255) / 256, 1, 1}, {256, 1, 1}, dyn_smem};
+    frost__launch_dims dims = {{(unsigned)(n + 255) / 256, 1, 1}, {256, 1, 1}, dyn_smem, 0};
     void *args[] = {&a, &dx, &dy, &n};
     TU_OK(frost__launch(dev, k, &dims, args, NULL));
     TU_OK(frost__dev_synchronize(dev));
@@ -148,7 +148,7 @@ static void case_gpu_axpy(frost__device *dev)
         TU_CHECK(k->dyn_smem_set >= big);
     }
     /* More than the device allows is refused with words, before the driver sees it. */
-    frost__launch_dims too_much = {{1, 1, 1}, {32, 1, 1}, dev->smem_per_block_optin + 1};
+    frost__launch_dims too_much = {{1, 1, 1}, {32, 1, 1}, dev->smem_per_block_optin + 1, 0};
     int zero = 0;
     void *none = NULL;
     void *args[] = {(void *)&a, &none, &none, &zero};
@@ -174,7 +174,7 @@ static void case_gpu_fill_memset_events(frost__device *dev)
     float value = 1.5f;
     int n = N - 1; /* the last element keeps the memset pattern */
     void *args[] = {&value, &dy, &n};
-    frost__launch_dims dims = {{2, 1, 1}, {256, 1, 1}, 0};
+    frost__launch_dims dims = {{2, 1, 1}, {256, 1, 1}, 0, 0};
     if (k) {
         TU_OK(frost__launch(dev, k, &dims, args, NULL));
     }

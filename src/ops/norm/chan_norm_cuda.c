@@ -86,6 +86,7 @@ typedef struct cnorm_plan {
     int use[NUM_ENTRIES];
     int merge_kernel; /* the stream path's two-launch form: the finalize kernel merges the statistics */
     int split;        /* ... and its two launches run their own entry points (ENTRY_MAIN, ENTRY_APPLY) */
+    int early;        /* ... and the finalize kernel and ENTRY_APPLY are programmatic dependent launches */
     frost__kernel_key keys[NUM_ENTRIES];
     frost__kernel *kernels[NUM_ENTRIES];
     int64_t counters; /* RESIDENT with an exchange: the counters to zero before the launch */
@@ -374,6 +375,12 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
     pl->use[ENTRY_FINALIZE] = !pl->empty && stats && (!pl->geo.resident || pl->merge_kernel);
     pl->use[ENTRY_DPARAMS] = want_dparams && (p->kind != FROST__CNORM_BATCH || pl->empty) && p->c > 0;
     pl->use[ENTRY_APPLY] = !pl->empty && pl->split;
+    /* they are scheduled while the kernel before them ends (runtime.h: early; the
+     * statistics entry and the finalize kernel allow it from their start, the finalize
+     * kernel and the output entry wait for the kernel before them first) unless
+     * FROST_CNORM_PDL=0 */
+    const char *pdl = getenv("FROST_CNORM_PDL");
+    pl->early = pl->use[ENTRY_APPLY] && !(pdl && pdl[0] == '0' && !pdl[1]);
     for (int e = 0; e < NUM_ENTRIES; e++)
         if (pl->use[e])
             fill_key(&pl->keys[e], p->backward, e, pl->dtype, pl->kind, nhwc, pl->geo.blocks,
@@ -465,8 +472,9 @@ static int aligned16(const void *ptr)
     return ((uintptr_t)ptr & 15u) == 0;
 }
 
+/* early: a programmatic dependent launch (runtime.h), scheduled while the previous kernel ends */
 static frost_status launch(const frost_context *ctx, frost__kernel *k, unsigned grid, unsigned threads, size_t smem,
-                           cnorm_params *params, void *stream)
+                           cnorm_params *params, void *stream, int early)
 {
     frost__launch_dims dims;
     void *args[1] = {params};
@@ -474,6 +482,7 @@ static frost_status launch(const frost_context *ctx, frost__kernel *k, unsigned 
     dims.grid[0] = grid, dims.grid[1] = 1, dims.grid[2] = 1;
     dims.block[0] = threads, dims.block[1] = 1, dims.block[2] = 1;
     dims.dyn_smem = smem;
+    dims.early = early;
     return frost__launch(ctx->device, k, &dims, args, stream);
 }
 
@@ -513,21 +522,22 @@ static frost_status cnorm_execute(const frost_context *ctx, const frost__node *n
      * stream path's two-launch form (which merges in its first launch under FROST_CNORM_STREAM_MERGE=0) */
     const int two_passes = pl->use[ENTRY_FINALIZE] || pl->geo.stream == 2;
     const int threads = pl->geo.cluster || pl->geo.stream ? CNC_THREADS : CNORM_THREADS;
+    const int early = pl->early;
     if (s == FROST_OK && pl->use[ENTRY_MAIN]) {
         k.mode = two_passes                   ? CNORM_MODE_STATS
                  : (k.flags & CNORM_F_RUNNING) ? CNORM_MODE_APPLY
                                                : CNORM_MODE_RESIDENT;
-        s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, threads, pl->geo.smem, &k, stream);
+        s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, threads, pl->geo.smem, &k, stream, 0);
     }
     if (s == FROST_OK && pl->use[ENTRY_FINALIZE])
-        s = launch(ctx, pl->kernels[ENTRY_FINALIZE], pl->grid_finalize, CNORM_THREADS, 0, &k, stream);
+        s = launch(ctx, pl->kernels[ENTRY_FINALIZE], pl->grid_finalize, CNORM_THREADS, 0, &k, stream, early);
     if (s == FROST_OK && pl->use[ENTRY_MAIN] && two_passes) {
         k.mode = CNORM_MODE_APPLY;
         s = launch(ctx, pl->kernels[pl->use[ENTRY_APPLY] ? ENTRY_APPLY : ENTRY_MAIN], pl->grid_main, threads,
-                   pl->geo.smem, &k, stream);
+                   pl->geo.smem, &k, stream, early);
     }
     if (s == FROST_OK && pl->use[ENTRY_DPARAMS])
-        s = launch(ctx, pl->kernels[ENTRY_DPARAMS], pl->grid_dparams, CNORM_THREADS, 0, &k, stream);
+        s = launch(ctx, pl->kernels[ENTRY_DPARAMS], pl->grid_dparams, CNORM_THREADS, 0, &k, stream, 0);
     return s;
 }
 

@@ -281,6 +281,8 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS) cnorm_fwd_finalize_k
 {
     int seg, j;
     cnorm_stat st;
+    frost_wait_prior_grid(); /* launched early on the stream path (chan_norm_cuda.c) */
+    frost_allow_next_grid();
     if (!cn_finalize_merge(&p, PART_FLOATS, &seg, &j, &st))
         return;
     int n, c0;

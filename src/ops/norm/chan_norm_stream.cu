@@ -633,23 +633,27 @@ FROST_DEVICE void cs_two_launch(const cnorm_params *p, const int stage)
 extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
     cnorm_stream_fwd_stats_kernel(const __grid_constant__ cnorm_params p)
 {
+    frost_allow_next_grid(); /* the finalize kernel may be scheduled (chan_norm_cuda.c) */
     cs_two_launch(&p, CS_FWD_STATS);
 }
 
 extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
     cnorm_stream_fwd_apply_kernel(const __grid_constant__ cnorm_params p)
 {
+    frost_wait_prior_grid(); /* launched early after the finalize kernel */
     cs_two_launch(&p, CS_FWD_APPLY);
 }
 
 extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
     cnorm_stream_bwd_stats_kernel(const __grid_constant__ cnorm_params p)
 {
+    frost_allow_next_grid();
     cs_two_launch(&p, CS_BWD_STATS);
 }
 
 extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
     cnorm_stream_bwd_apply_kernel(const __grid_constant__ cnorm_params p)
 {
+    frost_wait_prior_grid();
     cs_two_launch(&p, CS_BWD_APPLY);
 }

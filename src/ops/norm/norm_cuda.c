@@ -182,6 +182,7 @@ static frost_status launch_reduce(const frost_context *ctx, frost__kernel *k, in
     dims.grid[0] = (unsigned)frost__norm_ceil_div(positions, REDUCE_COLS), dims.grid[1] = (unsigned)pairs;
     dims.grid[2] = (unsigned)(out_rows < 65535 ? out_rows : 65535);
     dims.block[0] = (unsigned)threads, dims.block[1] = 1, dims.block[2] = 1;
+    dims.early = frost__norm_tune("pdl", 1); /* scheduled while the main kernel ends */
     return frost__launch(ctx->device, k, &dims, args, stream);
 }
 

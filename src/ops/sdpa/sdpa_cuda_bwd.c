@@ -274,16 +274,16 @@ static void fill_launches(const frost__sdpa_problem *p, bwd_plan *pl)
     const bwd_config *c = &pl->config;
     const int q_bm = 16 * c->q.warps;
     const unsigned b = (unsigned)p->b;
-    pl->dims[K_PRE] = (frost__launch_dims){{ceil_div(p->s_q, 32), (unsigned)p->h_q, b}, {128, 1, 1}, 0};
-    pl->dims[K_DSINK] = (frost__launch_dims){{(unsigned)p->h_q, 1, 1}, {256, 1, 1}, 0};
+    pl->dims[K_PRE] = (frost__launch_dims){{ceil_div(p->s_q, 32), (unsigned)p->h_q, b}, {128, 1, 1}, 0, 0};
+    pl->dims[K_DSINK] = (frost__launch_dims){{(unsigned)p->h_q, 1, 1}, {256, 1, 1}, 0, 0};
     pl->dims[K_DKDV] = (frost__launch_dims){
-        {ceil_div(p->s_kv, c->kv.block_n), (unsigned)p->h_kv, b}, {(unsigned)(32 * c->kv.warps), 1, 1}, kv_smem(c)};
+        {ceil_div(p->s_kv, c->kv.block_n), (unsigned)p->h_kv, b}, {(unsigned)(32 * c->kv.warps), 1, 1}, kv_smem(c), 0};
     pl->dims[K_DQ] = (frost__launch_dims){
-        {ceil_div(p->s_q, q_bm), (unsigned)p->h_q, b}, {(unsigned)(32 * c->q.warps), 1, 1}, q_smem(c)};
+        {ceil_div(p->s_q, q_bm), (unsigned)p->h_q, b}, {(unsigned)(32 * c->q.warps), 1, 1}, q_smem(c), 0};
     unsigned groups = (unsigned)((pl->params.dbias_reduce_b ? 1 : p->b) * (pl->params.dbias_reduce_h ? 1 : p->h_q));
     pl->dims[K_DBIAS] = (frost__launch_dims){
         {ceil_div(p->s_kv, c->q.block_n), ceil_div(p->s_q, q_bm), groups}, {(unsigned)(32 * c->q.warps), 1, 1},
-        q_smem(c)};
+        q_smem(c), 0};
 }
 
 /* ------------------------------------------------------------------------------------ */
