@@ -522,9 +522,10 @@ FROST_DEVICE void bwd_rows_chunked(const norm_bwd_params *p, const int vec, cons
 
 extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) norm_bwd_kernel(const __grid_constant__ norm_bwd_params p)
 {
-    /* The grid is persistent (every block resident from the start), so the reduce kernel's
-     * blocks, launched early, only take the SMs' spare registers while they wait for this
-     * grid to finish: its launch overlaps this kernel instead of following it. */
+    /* Every block lets the reduce kernel (launched early, norm_cuda.c) be scheduled from its
+     * start: once the last block of this grid has started, the reduce's blocks take the SMs'
+     * spare registers and wait there for this grid to finish, so their launch overlaps this
+     * kernel's end instead of following it. */
     frost_allow_next_grid();
 #if defined(LOOPED)
 #if VEC > 1

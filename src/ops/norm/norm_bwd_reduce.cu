@@ -10,10 +10,11 @@
  * sum of the partial rows [q * partials_per_out, (q + 1) * partials_per_out); blockIdx.z
  * strides over the out rows.
  *
- * A block covers 32 positions with 8 slices of partial rows (REDUCE_SLICES): thread
- * (slice s, position c) adds rows first + s, first + s + 8, ... in that order (a warp reads
- * 32 consecutive floats per row: coalesced), then slice 0 adds the 8 slice sums in slice
- * order and writes the position's column.  The
+ * A block covers 32 positions with S slices of partial rows (REDUCE_SLICES: 8, 16 or 32,
+ * norm_cuda_config.c): thread (slice s, position c) adds rows first + s, first + s + S, ...
+ * in that order (a warp reads 32 consecutive floats per row: coalesced), then slice 0 adds
+ * the S slice sums in slice order and writes the position's column.  The kernel is launched
+ * early (a programmatic dependent launch) and waits for the main kernel before it reads.  The
  * order of every addition is fixed by the plan alone, so the result is bitwise
  * repeatable; an out row without partial rows (a backward over zero rows) is written as
  * zeros.
@@ -22,7 +23,7 @@
 
 #define REDUCE_COLS 32
 #ifndef REDUCE_SLICES
-#define REDUCE_SLICES 8 /* a key define only under FROST_NORM_TUNE rslices= */
+#define REDUCE_SLICES 8 /* a key define when the table (or FROST_NORM_TUNE rslices=) asks for another count */
 #endif
 
 extern "C" __global__ void __launch_bounds__(REDUCE_COLS * REDUCE_SLICES)

@@ -84,8 +84,9 @@ static const tile_rule tile_rules[2][3] = {
  * (resident blocks per SM the launch bounds cut registers for), rslices (the backward
  * reduce's slices of partial rows, 1-32), lnm (LayerNorm forward: 2 equal-count merges, 1
  * one-barrier statistics, 0 two reductions), lnfma (LayerNorm forward with 16-bit I/O: 0
- * computes x_hat as (x - mean) * rstd instead of one fma), even (forward persistent grids: 1 as many row trips for every block,
- * 0 one block per resident slot; norm_cuda.c). */
+ * computes x_hat as (x - mean) * rstd instead of one fma), even (forward persistent grids:
+ * 1 as many row trips for every block, 0 one block per resident slot; norm_cuda.c), pdl
+ * (backward: 0 launches the reduce kernel plainly instead of early; norm_cuda.c). */
 int frost__norm_tune(const char *name, int dflt)
 {
     const char *env = getenv("FROST_NORM_TUNE");
