@@ -5,8 +5,9 @@
  *
  * Each case names the row group, units a thread, chunked or not, ring depth and grid kind
  * the table must give (the choices docs/PERF.md's sweeps stand behind), and a phrase its
- * kernel key must hold.  FROST_NORM_TUNE overrides are checked to reach the plan and the
- * key, and an unset variable to leave the table alone.
+ * kernel key must hold; backward cases also the reduce kernel's slices of partial rows.
+ * FROST_NORM_TUNE overrides are checked to reach the plan and the key, and an unset
+ * variable to leave the table alone.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +66,11 @@ static const plan_case cases[] = {
     {"tune: minb=2 overrides the blocks", 1, 0, 16384, 4096, FROST_BF16, "minb=2", 256, 2, 0, 2, 0, "MINB=2"},
     {"rms fwd f32 1024: 6 blocks a SM", 1, 0, 4096, 1024, FROST_F32, NULL, 128, 2, 0, 2, 0, "MINB=6"},
     {"tune: lnm=1 on 5120", 0, 0, 16384, 5120, FROST_BF16, "lnm=1", 512, 2, 0, 2, 1, "LN_MERGE"},
+    {"ln bwd 1024: 4 row groups, 16 reduce slices", 0, 1, 65536, 1024, FROST_BF16, NULL, 64, 2, 0, 2, 1, "DBIAS"},
+    {"rms bwd 1024: 16 reduce slices", 1, 1, 65536, 1024, FROST_BF16, NULL, 64, 2, 0, 2, 1, "DSCALE"},
+    {"ln bwd 128: 32 row groups, 32 reduce slices", 0, 1, 262144, 128, FROST_BF16, NULL, 8, 2, 0, 2, 1, "GROUP=8"},
+    {"tune: rslices=4 reaches the reduce", 0, 1, 16384, 4096, FROST_BF16, "rslices=4", 256, 2, 0, 2, 1, NULL},
+    {"tune: lnfma=0 subtracts first", 0, 0, 16384, 4096, FROST_BF16, "lnfma=0", 256, 2, 0, 2, 0, "LN_EXACT"},
 };
 #define NUM_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -154,6 +160,28 @@ static void run_case(int index, const plan_case *c)
         snprintf(minb, sizeof minb, "MINB=%d", want_minb);
         if (want_minb ? !strstr(k, minb) : strstr(k, "MINB=") != NULL)
             tu_failf("key %s: expected %s", k, want_minb ? minb : "no MINB");
+        if (!c->tune && !c->backward && strstr(k, "LN_EXACT"))
+            tu_failf("key %s subtracts before the fma without FROST_NORM_TUNE lnfma=0", k);
+        /* the backward's reduce: 32 slices of partial rows a block when both gradients' positions
+         * (lane order: nv * group * vec; column order when chunked) number up to 512, 16 up
+         * to 2048, else 8; REDUCE_SLICES in its key only when not 8 */
+        if (c->backward) {
+            const int64_t positions = plan.looped ? c->cols : (int64_t)plan.nv * plan.group * plan.vec;
+            const int64_t n = positions * (c->rms ? 1 : 2);
+            const int slices = c->tune && strstr(c->tune, "rslices=") ? atoi(strstr(c->tune, "rslices=") + 8)
+                               : n <= 512                           ? 32
+                               : n <= 2048                          ? 16
+                                                                    : 8;
+            frost__buf rk = {0};
+            frost__key_print(&plan.reduce_key, &rk);
+            char want[32];
+            snprintf(want, sizeof want, "REDUCE_SLICES=%d", slices);
+            if (plan.reduce_threads != 32 * slices || (slices == 8) == !!strstr(frost__buf_str(&rk), want) ||
+                (slices == 8 && strstr(frost__buf_str(&rk), "REDUCE_SLICES")))
+                tu_failf("reduce: %d threads, key %s; expected %d slices", plan.reduce_threads, frost__buf_str(&rk),
+                         slices);
+            frost__buf_free(&rk);
+        }
         if (!c->tune && narrow && !c->rms && plan.persistent == full)
             tu_failf("LayerNorm forward %s rows on a %s grid", full ? "full" : "partial",
                      plan.persistent ? "persistent" : "one-pass");
