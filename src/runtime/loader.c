@@ -138,6 +138,11 @@ static void driver_load_once(void)
     }
     int version = 0;
     frost__cu.DriverGetVersion(&version);
+    /* Programmatic dependent launches (runtime.h: frost__launch_dims.early) from CUDA 12.3
+     * drivers on, whose graphs keep programmatic edges when a stream is captured; older
+     * drivers get plain launches. */
+    if (version < 12030)
+        frost__cu.LaunchKernelEx = NULL;
     frost__log(FROST_LOG_INFO, "CUDA driver loaded (libcuda.so.1, CUDA %d.%d)", version / 1000, version % 1000 / 10);
     driver_status = FROST_OK;
 }

@@ -42,7 +42,7 @@ typedef struct frost__cu_api {
     frost__cuEventDestroy_fn EventDestroy;
     frost__cuEventRecord_fn EventRecord;
     frost__cuEventElapsedTime_fn EventElapsedTime;
-    frost__cuLaunchKernelEx_fn LaunchKernelEx; /* NULL before CUDA 12.0 drivers */
+    frost__cuLaunchKernelEx_fn LaunchKernelEx; /* NULL before CUDA 12.3 drivers (loader.c) */
 } frost__cu_api;
 
 typedef struct frost__nvrtc_api {

@@ -146,7 +146,7 @@ typedef struct frost__launch_dims {
     unsigned grid[3];
     unsigned block[3];
     size_t dyn_smem; /* raises the function's dynamic shared-memory limit when needed */
-    /* 1: a programmatic dependent launch (sm_90+, where the driver has cuLaunchKernelEx):
+    /* 1: a programmatic dependent launch (sm_90+, CUDA 12.3+ drivers; loader.c):
      * the kernel may be scheduled once every block of the stream's previous kernel has
      * called frost_allow_next_grid() (frost_common.cuh) or exited, and must call
      * frost_wait_prior_grid() before it touches what that kernel wrote.  Elsewhere a plain
