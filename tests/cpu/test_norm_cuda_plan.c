@@ -71,6 +71,7 @@ static const plan_case cases[] = {
     {"ln bwd 128: 32 row groups, 32 reduce slices", 0, 1, 262144, 128, FROST_BF16, NULL, 8, 2, 0, 2, 1, "GROUP=8"},
     {"tune: rslices=4 reaches the reduce", 0, 1, 16384, 4096, FROST_BF16, "rslices=4", 256, 2, 0, 2, 1, NULL},
     {"tune: lnfma=0 subtracts first", 0, 0, 16384, 4096, FROST_BF16, "lnfma=0", 256, 2, 0, 2, 0, "LN_EXACT"},
+    {"tune: pdl=0 launches the reduce plainly", 1, 1, 16384, 4096, FROST_BF16, "pdl=0", 256, 2, 0, 2, 1, NULL},
 };
 #define NUM_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -181,6 +182,9 @@ static void run_case(int index, const plan_case *c)
                 tu_failf("reduce: %d threads, key %s; expected %d slices", plan.reduce_threads, frost__buf_str(&rk),
                          slices);
             frost__buf_free(&rk);
+            /* the reduce is a programmatic dependent launch unless pdl=0 */
+            if (plan.reduce_early != !(c->tune && strstr(c->tune, "pdl=0")))
+                tu_failf("reduce_early %d", plan.reduce_early);
         }
         if (!c->tune && narrow && !c->rms && plan.persistent == full)
             tu_failf("LayerNorm forward %s rows on a %s grid", full ? "full" : "partial",

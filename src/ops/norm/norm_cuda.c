@@ -173,17 +173,17 @@ static frost_status launch(const frost_context *ctx, frost__kernel *k, unsigned 
 
 /* The reduce grid: 32-position blocks x pairs x parameter rows (strided past
  * 65535). */
-static frost_status launch_reduce(const frost_context *ctx, frost__kernel *k, int threads, int64_t positions,
-                                  int pairs, int64_t out_rows, void *params, void *stream)
+static frost_status launch_reduce(const frost_context *ctx, const frost__norm_plan *plan, int64_t positions, int pairs,
+                                  int64_t out_rows, void *params, void *stream)
 {
     frost__launch_dims dims;
     void *args[1] = {params};
     memset(&dims, 0, sizeof dims);
     dims.grid[0] = (unsigned)frost__norm_ceil_div(positions, REDUCE_COLS), dims.grid[1] = (unsigned)pairs;
     dims.grid[2] = (unsigned)(out_rows < 65535 ? out_rows : 65535);
-    dims.block[0] = (unsigned)threads, dims.block[1] = 1, dims.block[2] = 1;
-    dims.early = frost__norm_tune("pdl", 1); /* scheduled while the main kernel ends */
-    return frost__launch(ctx->device, k, &dims, args, stream);
+    dims.block[0] = (unsigned)plan->reduce_threads, dims.block[1] = 1, dims.block[2] = 1;
+    dims.early = plan->reduce_early;
+    return frost__launch(ctx->device, plan->reduce, &dims, args, stream);
 }
 
 static frost_status fwd_execute(const frost_context *ctx, const frost__node *n, const void *plan_ptr, void *const *ptrs,
@@ -300,7 +300,7 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
         rp.vec = lane_order ? plan->vec : 1;
         rp.positions = lane_order ? plan->nv * plan->group * plan->vec : (int32_t)p->cols;
         if (out_rows > 0) {
-            s = launch_reduce(ctx, plan->reduce, plan->reduce_threads, rp.positions, pairs, out_rows, &rp, stream);
+            s = launch_reduce(ctx, plan, rp.positions, pairs, out_rows, &rp, stream);
             if (s != FROST_OK)
                 return s;
         }

@@ -58,7 +58,8 @@ typedef struct frost__norm_plan {
     int want_dscale, want_dbias;
     frost__adanorm_cuda ada; /* parameter maps and backward segments */
     frost__kernel_key key, reduce_key;
-    int reduce_threads; /* 32 columns x the reduce's slices of partial rows */
+    int reduce_threads; /* 32 positions x the reduce's slices of partial rows */
+    int reduce_early;   /* the reduce is a programmatic dependent launch (runtime.h) */
     frost__kernel *kernel, *reduce;
     /* set by build */
     int blocks_per_sm;

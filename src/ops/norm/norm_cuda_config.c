@@ -351,6 +351,7 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
         const int64_t reduce_cols = lane_positions * (plan->want_dscale + plan->want_dbias);
         const int slices = frost__norm_tune("rslices", reduce_cols <= 512 ? 32 : reduce_cols <= 2048 ? 16 : 8);
         plan->reduce_threads = 32 * 8;
+        plan->reduce_early = frost__norm_tune("pdl", 1); /* scheduled while the main kernel ends */
         if (slices != 8 && slices >= 1 && slices <= 32) {
             frost__key_define(&plan->reduce_key, "REDUCE_SLICES", "%d", slices);
             plan->reduce_threads = 32 * slices;
