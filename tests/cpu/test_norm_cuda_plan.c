@@ -168,6 +168,8 @@ static void run_case(int index, const plan_case *c)
          * to 2048, else 8; REDUCE_SLICES in its key only when not 8 */
         if (c->backward) {
             const int64_t positions = plan.looped ? c->cols : (int64_t)plan.nv * plan.group * plan.vec;
+            if (plan.positions != positions)
+                tu_failf("partial-row positions %lld, expected %lld", (long long)plan.positions, (long long)positions);
             const int64_t n = positions * (c->rms ? 1 : 2);
             const int slices = c->tune && strstr(c->tune, "rslices=") ? atoi(strstr(c->tune, "rslices=") + 8)
                                : n <= 512                           ? 32

@@ -129,10 +129,9 @@ static frost_status norm_build(const frost_context *ctx, const frost__node *n, v
         plan->blocks_per_segment = frost__norm_ceil_div(plan->ada.segment_rows, plan->rows_per_block);
         grid = segments * plan->blocks_per_segment;
         plan->num_partials = grid * groups;
-        /* register-resident rows store their sums in lane order, NV * GROUP * VEC
-         * positions (norm_reduce_params); the chunked paths in column order */
-        const int64_t lane_positions = plan->looped ? 0 : (int64_t)plan->nv * plan->group * plan->vec;
-        plan->partial_stride = ((lane_positions > p->cols ? lane_positions : p->cols) + 7) / 8 * 8;
+        /* register-resident rows store their sums in lane order, plan->positions of them
+         * (norm_reduce_params); the chunked paths in column order, cols */
+        plan->partial_stride = ((plan->positions > p->cols ? plan->positions : p->cols) + 7) / 8 * 8;
         plan->partial_bytes =
             ((size_t)plan->num_partials * (size_t)plan->partial_stride * sizeof(float) + 255) / 256 * 256;
     }
@@ -298,7 +297,7 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
         rp.cols = (int32_t)p->cols;
         rp.lanes = lane_order ? plan->group : 1;
         rp.vec = lane_order ? plan->vec : 1;
-        rp.positions = lane_order ? plan->nv * plan->group * plan->vec : (int32_t)p->cols;
+        rp.positions = (int32_t)(lane_order ? plan->positions : p->cols);
         if (out_rows > 0) {
             s = launch_reduce(ctx, plan, rp.positions, pairs, out_rows, &rp, stream);
             if (s != FROST_OK)

@@ -60,6 +60,8 @@ typedef struct frost__norm_plan {
     frost__kernel_key key, reduce_key;
     int reduce_threads; /* 32 positions x the reduce's slices of partial rows */
     int reduce_early;   /* the reduce is a programmatic dependent launch (runtime.h) */
+    int64_t positions;  /* backward: a partial row's positions from register-resident rows
+                           (lane order, NV * GROUP * VEC); cols for chunked keys */
     frost__kernel *kernel, *reduce;
     /* set by build */
     int blocks_per_sm;

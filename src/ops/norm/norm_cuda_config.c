@@ -347,8 +347,8 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
          * there (sweep 21, 2026-12-03: 16 slices 1.02x at 1024 columns, 1.10x at 1000, 32
          * slices 1.24-1.38x at 128; 16 lost 0.97-0.98x at 12288 and 16384, 0.97x on
          * AdaLayerNorm's 2048) */
-        const int64_t lane_positions = plan->looped ? p->cols : (int64_t)plan->nv * plan->group * plan->vec;
-        const int64_t reduce_cols = lane_positions * (plan->want_dscale + plan->want_dbias);
+        plan->positions = plan->looped ? p->cols : (int64_t)plan->nv * plan->group * plan->vec;
+        const int64_t reduce_cols = plan->positions * (plan->want_dscale + plan->want_dbias);
         const int slices = frost__norm_tune("rslices", reduce_cols <= 512 ? 32 : reduce_cols <= 2048 ? 16 : 8);
         plan->reduce_threads = 32 * 8;
         plan->reduce_early = frost__norm_tune("pdl", 1); /* scheduled while the main kernel ends */
