@@ -84,7 +84,9 @@ static const tile_rule tile_rules[2][3] = {
  * (resident blocks per SM the launch bounds cut registers for), rslices (the backward
  * reduce's slices of partial rows, 1-32), lnm (LayerNorm forward: 2 equal-count merges, 1
  * one-barrier statistics, 0 two reductions), lnfma (LayerNorm forward with 16-bit I/O: 0
- * computes x_hat as (x - mean) * rstd instead of one fma), even (forward persistent grids:
+ * computes x_hat as (x - mean) * rstd instead of one fma), tree (1: row-group reductions
+ * through a shared-memory tree, NORM_TREE in norm_kernel.cuh; LayerNorm's full rows then
+ * merge equal-count summaries at every group size), even (forward persistent grids:
  * 1 as many row trips for every block, 0 one block per resident slot; norm_cuda.c), pdl
  * (backward: 0 launches the reduce kernel plainly instead of early; norm_cuda.c). */
 int frost__norm_tune(const char *name, int dflt)
@@ -327,11 +329,16 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
      * 5120, whose second unit a thread holds is mostly padding.  Rows of up to 256 threads
      * merge equal-count per-thread summaries instead (LN_EQUAL; sweep 19: 1.02-1.03x at 1024
      * and 4096 columns, 0.95-0.99x at 8192 and 16384 with 512 threads). */
-    const int lnm = frost__norm_tune("lnm", full_rows ? (plan->group <= 256 ? 2 : 1) : 0);
+    plan->tree = plan->group > 32 && frost__norm_tune("tree", 0);
+    int lnm = frost__norm_tune("lnm", full_rows ? (plan->group <= 256 || plan->tree ? 2 : 1) : 0);
+    if (plan->tree && lnm == 1)
+        lnm = 0; /* LN_MERGE's one barrier needs the two-half scratch (norm_kernel.cuh) */
     if (!p->backward && p->kind == FROST__NORM_LAYER && lnm == 2 && full_rows)
         frost__key_define(k, "LN_EQUAL", NULL);
     else if (!p->backward && p->kind == FROST__NORM_LAYER && lnm)
         frost__key_define(k, "LN_MERGE", NULL);
+    if (plan->tree)
+        frost__key_define(k, "NORM_TREE", NULL);
     if (!p->backward && p->kind == FROST__NORM_LAYER && io_bytes == 2 && !frost__norm_tune("lnfma", 1))
         frost__key_define(k, "LN_EXACT", NULL);
     if (p->backward) {
