@@ -108,6 +108,8 @@ static frost_status norm_build(const frost_context *ctx, const frost__node *n, v
             grid = frost__norm_ceil_div(frost__norm_ceil_div(p->rows, groups), trips);
         }
     }
+    if (!plan->persistent && plan->trips > 1) /* a one-pass grid of blocks of `trips` row trips */
+        grid = frost__norm_ceil_div(grid, plan->trips);
     if (grid > (1 << 30)) /* the kernels stride over rows: any grid covers them */
         grid = 1 << 30;
     if (plan->backward) {

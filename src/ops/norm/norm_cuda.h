@@ -55,6 +55,7 @@ typedef struct frost__norm_plan {
     int tree;                  /* key define NORM_TREE: row-group reductions through shared memory */
     int persistent;            /* grid capped at the resident blocks (else a block per row
                                   group) */
+    int trips;                 /* one-pass forward grids: rows each row group takes (1: one) */
     size_t ring_bytes;         /* dynamic shared memory of the ring */
     int want_dscale, want_dbias;
     frost__adanorm_cuda ada; /* parameter maps and backward segments */

@@ -86,7 +86,8 @@ static const tile_rule tile_rules[2][3] = {
  * one-barrier statistics, 0 two reductions), lnfma (LayerNorm forward with 16-bit I/O: 0
  * computes x_hat as (x - mean) * rstd instead of one fma), tree (1: row-group reductions
  * through a shared-memory tree, NORM_TREE in norm_kernel.cuh; LayerNorm's full rows then
- * merge equal-count summaries at every group size), even (forward persistent grids:
+ * merge equal-count summaries at every group size), trips (one-pass forward grids: rows a
+ * row group takes in turn, its ring loading the next while it works on one), even (forward persistent grids:
  * 1 as many row trips for every block, 0 one block per resident slot; norm_cuda.c), pdl
  * (backward: 0 launches the reduce kernel plainly instead of early; norm_cuda.c). */
 int frost__norm_tune(const char *name, int dflt)
@@ -279,6 +280,9 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
      * prefetch. */
     plan->persistent = p->backward || frost__norm_tune("persist", !ln_one_pass && (p->kind != FROST__NORM_RMS ||
                                                                                    (plan->block > 256 && !wide)));
+    plan->trips = plan->persistent ? 1 : frost__norm_tune("trips", 1);
+    if (plan->trips < 1)
+        plan->trips = 1;
     plan->rows_per_block_groups = plan->block / plan->group;
     s = frost__adanorm_cuda_config(p, plan->rows_per_block_groups, &plan->ada, why);
     if (s != FROST_OK)
