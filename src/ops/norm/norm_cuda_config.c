@@ -86,7 +86,8 @@ static const tile_rule tile_rules[2][3] = {
  * one-barrier statistics, 0 two reductions), lnfma (LayerNorm forward with 16-bit I/O: 0
  * computes x_hat as (x - mean) * rstd instead of one fma), tree (1: row-group reductions
  * through a shared-memory tree, NORM_TREE in norm_kernel.cuh; LayerNorm's full rows then
- * merge equal-count summaries at every group size), trips (one-pass forward grids: rows a
+ * merge equal-count summaries at every group size), ilp (forward: 1 sums a thread's
+ * elements in 4 accumulators, NORM_ILP in norm_fwd.cu), trips (one-pass forward grids: rows a
  * row group takes in turn, its ring loading the next while it works on one), even (forward persistent grids:
  * 1 as many row trips for every block, 0 one block per resident slot; norm_cuda.c), pdl
  * (backward: 0 launches the reduce kernel plainly instead of early; norm_cuda.c). */
@@ -343,6 +344,8 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
         frost__key_define(k, "LN_MERGE", NULL);
     if (plan->tree)
         frost__key_define(k, "NORM_TREE", NULL);
+    if (!p->backward && frost__norm_tune("ilp", 0))
+        frost__key_define(k, "NORM_ILP", NULL);
     if (!p->backward && p->kind == FROST__NORM_LAYER && io_bytes == 2 && !frost__norm_tune("lnfma", 1))
         frost__key_define(k, "LN_EXACT", NULL);
     if (p->backward) {

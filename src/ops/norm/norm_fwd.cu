@@ -39,38 +39,62 @@
 #error "define exactly one of KIND_LAYER and KIND_RMS"
 #endif
 
+/* Per-thread sums over the thread's elements in FWD_ACC independent accumulators (NORM_ILP:
+ * 4, so each dependent chain is a quarter as long; the block's lifetime, not the issue rate,
+ * bounds the one-pass forward), added pairwise at the end: a fixed order either way. */
+#if defined(NORM_ILP)
+#define FWD_ACC 4
+#else
+#define FWD_ACC 1
+#endif
+
+FROST_DEVICE float fwd_acc_total(const float *a)
+{
+#if FWD_ACC == 4
+    return (a[0] + a[1]) + (a[2] + a[3]);
+#else
+    return a[0];
+#endif
+}
+
 /* Sum of x (LayerNorm) or x^2 (RMSNorm) over the thread's `units` units. */
 FROST_DEVICE float fwd_partial_sum(const uint32_t *raw, const int vec, const int units)
 {
-    float s = 0.0f;
+    float s[FWD_ACC];
+#pragma unroll
+    for (int a = 0; a < FWD_ACC; a++)
+        s[a] = 0.0f;
 #pragma unroll
     for (int i = 0; i < units * vec; i++) {
         const float v = norm_elem(raw, i, vec);
 #if defined(KIND_LAYER)
-        s += v;
+        s[i % FWD_ACC] += v;
 #else
-        s = fmaf(v, v, s);
+        s[i % FWD_ACC] = fmaf(v, v, s[i % FWD_ACC]);
 #endif
     }
-    return s;
+    return fwd_acc_total(s);
 }
 
 #if defined(KIND_LAYER)
 /* Sum of (x - mean)^2 over the thread's valid units (cols counted from the chunk start). */
 FROST_DEVICE float fwd_partial_sq(const uint32_t *raw, int lane, int cols, float mean, const int vec, const int units)
 {
-    float q = 0.0f;
+    float q[FWD_ACC];
+#pragma unroll
+    for (int a = 0; a < FWD_ACC; a++)
+        q[a] = 0.0f;
 #pragma unroll
     for (int k = 0; k < units; k++) {
         if (norm_unit_valid(k, lane, cols, vec)) {
 #pragma unroll
             for (int j = 0; j < vec; j++) {
                 const float d = norm_elem(raw, k * vec + j, vec) - mean;
-                q = fmaf(d, d, q);
+                q[(k * vec + j) % FWD_ACC] = fmaf(d, d, q[(k * vec + j) % FWD_ACC]);
             }
         }
     }
-    return q;
+    return fwd_acc_total(q);
 }
 #endif
 
@@ -204,12 +228,16 @@ FROST_DEVICE void fwd_layer_stats(const norm_fwd_params *p, const uint32_t *cur,
                                   const int units, float *mean, float *rstd)
 {
     const int e = units * vec;
-    float m = fwd_partial_sum(cur, vec, units) * (1.0f / (float)e), q = 0.0f;
+    float m = fwd_partial_sum(cur, vec, units) * (1.0f / (float)e), qa[FWD_ACC];
+#pragma unroll
+    for (int a = 0; a < FWD_ACC; a++)
+        qa[a] = 0.0f;
 #pragma unroll
     for (int i = 0; i < e; i++) {
         const float d = norm_elem(cur, i, vec) - m;
-        q = fmaf(d, d, q);
+        qa[i % FWD_ACC] = fmaf(d, d, qa[i % FWD_ACC]);
     }
+    float q = fwd_acc_total(qa);
     float c = (float)e;
 #if defined(NORM_TREE) && GROUP > 32
     /* the summaries through the shared-memory tree (norm_kernel.cuh): the group's first warp
