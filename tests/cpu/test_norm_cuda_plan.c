@@ -34,7 +34,8 @@ static const plan_case cases[] = {
     /* name, rms, bwd, rows, cols, dtype, tune, group, nv, looped, stages, persistent, key has */
     {"rms fwd 4096: one-pass grid", 1, 0, 16384, 4096, FROST_BF16, NULL, 256, 2, 0, 2, 0, "STAGES=2"},
     {"ln fwd 4096: full rows, one-pass grid", 0, 0, 16384, 4096, FROST_BF16, NULL, 256, 2, 0, 2, 0, "MINB=6"},
-    {"ln fwd 1000: a partial unit, persistent", 0, 0, 16384, 1000, FROST_BF16, NULL, 64, 2, 0, 2, 1, "GROUP=64"},
+    {"ln fwd 1000: a partial unit, short rows, one-pass", 0, 0, 16384, 1000, FROST_BF16, NULL, 64, 2, 0, 2, 0,
+     "GROUP=64"},
     {"rms fwd 1024: 4 row groups a block", 1, 0, 65536, 1024, FROST_BF16, NULL, 64, 2, 0, 2, 0, "GROUP=64"},
     {"rms fwd 8192: 256 x 4 units, one-pass grid", 1, 0, 8192, 8192, FROST_BF16, NULL, 256, 4, 0, 2, 0, "MINB=3"},
     {"ln fwd 8192: 512 x 2 units, persistent", 0, 0, 8192, 8192, FROST_BF16, NULL, 512, 2, 0, 2, 1, "NV=2"},
@@ -61,7 +62,8 @@ static const plan_case cases[] = {
     {"tune: lnm=2 on 5120 (not full) keeps two reductions", 0, 0, 16384, 5120, FROST_BF16, "lnm=2", 512, 2, 0, 2, 1,
      "NV=2"},
     {"ln fwd 5120: a partly filled unit, two reductions", 0, 0, 16384, 5120, FROST_BF16, NULL, 512, 2, 0, 2, 1, "NV=2"},
-    {"ln fwd 128: row groups of 8, no barrier", 0, 0, 262144, 128, FROST_BF16, NULL, 8, 2, 0, 2, 1, "GROUP=8"},
+    {"ln fwd 128: row groups of 8, no barrier, one-pass", 0, 0, 262144, 128, FROST_BF16, NULL, 8, 2, 0, 2, 0,
+     "GROUP=8"},
     {"tune: lnm=0 turns one-barrier statistics off", 0, 0, 16384, 4096, FROST_BF16, "lnm=0", 256, 2, 0, 2, 0, NULL},
     {"tune: minb=2 overrides the blocks", 1, 0, 16384, 4096, FROST_BF16, "minb=2", 256, 2, 0, 2, 0, "MINB=2"},
     {"rms fwd f32 1024: 6 blocks a SM", 1, 0, 4096, 1024, FROST_F32, NULL, 128, 2, 0, 2, 0, "MINB=6"},
@@ -72,6 +74,11 @@ static const plan_case cases[] = {
     {"tune: rslices=4 reaches the reduce", 0, 1, 16384, 4096, FROST_BF16, "rslices=4", 256, 2, 0, 2, 1, NULL},
     {"tune: lnfma=0 subtracts first", 0, 0, 16384, 4096, FROST_BF16, "lnfma=0", 256, 2, 0, 2, 0, "LN_EXACT"},
     {"tune: pdl=0 launches the reduce plainly", 1, 1, 16384, 4096, FROST_BF16, "pdl=0", 256, 2, 0, 2, 1, NULL},
+    {"tune: tree=1 on 8192 merges equal counts", 0, 0, 8192, 8192, FROST_BF16, "tree=1", 512, 2, 0, 2, 1, "NORM_TREE"},
+    {"tune: tree=1,lnm=1 drops LN_MERGE", 0, 0, 8192, 8192, FROST_BF16, "tree=1,lnm=1", 512, 2, 0, 2, 1, "NORM_TREE"},
+    {"tune: tree=1 needs groups of more than a warp", 1, 1, 262144, 128, FROST_BF16, "tree=1", 8, 2, 0, 2, 1, NULL},
+    {"tune: trips=3 on a one-pass grid", 1, 0, 16384, 4096, FROST_BF16, "trips=3", 256, 2, 0, 2, 0, NULL},
+    {"tune: ilp=1 reaches the key", 1, 0, 16384, 4096, FROST_BF16, "ilp=1", 256, 2, 0, 2, 0, "NORM_ILP"},
 };
 #define NUM_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -142,9 +149,16 @@ static void run_case(int index, const plan_case *c)
          * for groups of up to 256 threads and per-warp merges (LN_MERGE) above; lnm= says
          * which (2 only for full rows) */
         const int full = !plan.looped && plan.group > 32 && c->cols == (int64_t)plan.group * plan.nv * plan.vec;
-        const int lnm = c->tune && strstr(c->tune, "lnm=") ? atoi(strstr(c->tune, "lnm=") + 4)
-                        : full                            ? (plan.group <= 256 ? 2 : 1)
-                                                          : 0;
+        /* tree=1 (groups of more than a warp): NORM_TREE, and then equal-count merges at any
+         * group size, never LN_MERGE */
+        const int tree = c->tune && strstr(c->tune, "tree=1") && plan.group > 32;
+        if (!!strstr(k, "NORM_TREE") != tree)
+            tu_failf("key %s: expected NORM_TREE %d", k, tree);
+        int lnm = c->tune && strstr(c->tune, "lnm=") ? atoi(strstr(c->tune, "lnm=") + 4)
+                  : full                            ? (plan.group <= 256 || tree ? 2 : 1)
+                                                    : 0;
+        if (tree && lnm == 1)
+            lnm = 0;
         const int ln = !c->rms && !c->backward;
         const int want_equal = ln && lnm == 2 && full, want_merge = ln && lnm && !want_equal;
         if (!!strstr(k, "LN_MERGE") != want_merge || !!strstr(k, "LN_EQUAL") != want_equal)
@@ -188,9 +202,23 @@ static void run_case(int index, const plan_case *c)
             if (plan.reduce_early != !(c->tune && strstr(c->tune, "pdl=0")))
                 tu_failf("reduce_early %d", plan.reduce_early);
         }
-        if (!c->tune && narrow && !c->rms && plan.persistent == full)
+        /* LayerNorm forward rows of 256-thread blocks that fill the group or are short (up to 2
+         * units a thread) run a one-pass grid of two rows a row group; others stay persistent */
+        const int ln_plain = narrow && !c->rms && (full || plan.nv <= 2);
+        if (!c->tune && narrow && !c->rms && plan.persistent == ln_plain)
             tu_failf("LayerNorm forward %s rows on a %s grid", full ? "full" : "partial",
                      plan.persistent ? "persistent" : "one-pass");
+        const int want_trips = plan.persistent                        ? 1
+                               : c->tune && strstr(c->tune, "trips=") ? atoi(strstr(c->tune, "trips=") + 6)
+                               : ln_plain                             ? 2
+                                                                      : 1;
+        if (plan.trips != want_trips)
+            tu_failf("trips %d, expected %d", plan.trips, want_trips);
+        /* four accumulators: LayerNorm forward rows of 512 threads x 4 units, or ilp=1 */
+        const int want_ilp = !c->backward && (c->tune && strstr(c->tune, "ilp=1") ? 1
+                                              : !c->rms && plan.block == 512 && plan.nv == 4 && plan.vec > 1);
+        if (!!strstr(k, "NORM_ILP") != want_ilp)
+            tu_failf("key %s: expected NORM_ILP %d", k, want_ilp);
     }
     frost__buf_free(&why);
     frost__buf_free(&text);

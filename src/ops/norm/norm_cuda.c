@@ -320,6 +320,8 @@ static void norm_describe_plan(const void *plan_ptr, frost__buf *out)
                       plan->rows_per_block_groups, plan->rows_per_block_groups > 1 ? "s" : "", plan->group, plan->nv,
                       plan->vec > 1 ? "16-byte" : "1-element", plan->nv > 1 ? "s" : "",
                       plan->looped ? " per chunk, looped over the row" : ", row in registers", plan->blocks_per_sm);
+    if (plan->trips > 1)
+        frost__buf_printf(out, "; %d rows a row group", plan->trips);
     if (plan->stages)
         frost__buf_printf(out, "; %d-stage cp.async row ring, %zu bytes of shared memory", plan->stages,
                           plan->ring_bytes);

@@ -276,12 +276,19 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
     /* RMSNorm forward rows of up to 256 threads run as a plain grid, one row per row
      * group: the hardware's block scheduler overlaps short blocks better than the
      * persistent loop (sweeps of 2026-12-02, docs/PERF.md: 1.04-1.07x at hidden 1024 and
-     * 4096, 0.90x at 8192 with 512-thread rows).  LayerNorm's longer row (two reductions)
-     * lost with it in both sweeps (0.92-0.95x), so it keeps the persistent loop and its ring
-     * prefetch. */
-    plan->persistent = p->backward || frost__norm_tune("persist", !ln_one_pass && (p->kind != FROST__NORM_RMS ||
-                                                                                   (plan->block > 256 && !wide)));
-    plan->trips = plan->persistent ? 1 : frost__norm_tune("trips", 1);
+     * 4096, 0.90x at 8192 with 512-thread rows).  LayerNorm's block spends longer between
+     * its loads (two statistics, the bias), so with one row per group fewer bytes are in
+     * flight; its rows that fill the group (with 6 resident blocks, above) or are short (up
+     * to 2 units a thread: 128 and 1000 columns) run a plain grid of two rows per row group
+     * (`trips`: the ring loads the second row while the group works on the first): 1.03x
+     * at 1024 and 4096 columns against one row per group, 1.03-1.05x at 128 and 1000
+     * against the persistent loop (sweep 26, 2026-12-03, docs/PERF.md).  Longer rows that
+     * do not fill the group keep the persistent loop (5120 columns: 0.84x). */
+    const int ln_short = narrow && p->kind == FROST__NORM_LAYER && !full_rows && plan->nv <= 2;
+    plan->persistent = p->backward || frost__norm_tune("persist", !ln_one_pass && !ln_short &&
+                                                                      (p->kind != FROST__NORM_RMS ||
+                                                                       (plan->block > 256 && !wide)));
+    plan->trips = plan->persistent ? 1 : frost__norm_tune("trips", ln_one_pass || ln_short ? 2 : 1);
     if (plan->trips < 1)
         plan->trips = 1;
     plan->rows_per_block_groups = plan->block / plan->group;
@@ -344,7 +351,9 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
         frost__key_define(k, "LN_MERGE", NULL);
     if (plan->tree)
         frost__key_define(k, "NORM_TREE", NULL);
-    if (!p->backward && frost__norm_tune("ilp", 0))
+    /* LayerNorm's wide rows (512 threads x 4 units, 16384 bf16 columns) sum a thread's 32
+     * elements in four accumulators: 1.05x in sweep 26 (2026-12-03), 0.95-1.01x elsewhere. */
+    if (!p->backward && frost__norm_tune("ilp", wide && p->kind == FROST__NORM_LAYER))
         frost__key_define(k, "NORM_ILP", NULL);
     if (!p->backward && p->kind == FROST__NORM_LAYER && io_bytes == 2 && !frost__norm_tune("lnfma", 1))
         frost__key_define(k, "LN_EXACT", NULL);
