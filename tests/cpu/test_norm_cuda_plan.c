@@ -74,9 +74,6 @@ static const plan_case cases[] = {
     {"tune: rslices=4 reaches the reduce", 0, 1, 16384, 4096, FROST_BF16, "rslices=4", 256, 2, 0, 2, 1, NULL},
     {"tune: lnfma=0 subtracts first", 0, 0, 16384, 4096, FROST_BF16, "lnfma=0", 256, 2, 0, 2, 0, "LN_EXACT"},
     {"tune: pdl=0 launches the reduce plainly", 1, 1, 16384, 4096, FROST_BF16, "pdl=0", 256, 2, 0, 2, 1, NULL},
-    {"tune: tree=1 on 8192 merges equal counts", 0, 0, 8192, 8192, FROST_BF16, "tree=1", 512, 2, 0, 2, 1, "NORM_TREE"},
-    {"tune: tree=1,lnm=1 drops LN_MERGE", 0, 0, 8192, 8192, FROST_BF16, "tree=1,lnm=1", 512, 2, 0, 2, 1, "NORM_TREE"},
-    {"tune: tree=1 needs groups of more than a warp", 1, 1, 262144, 128, FROST_BF16, "tree=1", 8, 2, 0, 2, 1, NULL},
     {"tune: trips=3 on a one-pass grid", 1, 0, 16384, 4096, FROST_BF16, "trips=3", 256, 2, 0, 2, 0, NULL},
     {"tune: ilp=1 reaches the key", 1, 0, 16384, 4096, FROST_BF16, "ilp=1", 256, 2, 0, 2, 0, "NORM_ILP"},
 };
@@ -149,16 +146,9 @@ static void run_case(int index, const plan_case *c)
          * for groups of up to 256 threads and per-warp merges (LN_MERGE) above; lnm= says
          * which (2 only for full rows) */
         const int full = !plan.looped && plan.group > 32 && c->cols == (int64_t)plan.group * plan.nv * plan.vec;
-        /* tree=1 (groups of more than a warp): NORM_TREE, and then equal-count merges at any
-         * group size, never LN_MERGE */
-        const int tree = c->tune && strstr(c->tune, "tree=1") && plan.group > 32;
-        if (!!strstr(k, "NORM_TREE") != tree)
-            tu_failf("key %s: expected NORM_TREE %d", k, tree);
-        int lnm = c->tune && strstr(c->tune, "lnm=") ? atoi(strstr(c->tune, "lnm=") + 4)
-                  : full                            ? (plan.group <= 256 || tree ? 2 : 1)
-                                                    : 0;
-        if (tree && lnm == 1)
-            lnm = 0;
+        const int lnm = c->tune && strstr(c->tune, "lnm=") ? atoi(strstr(c->tune, "lnm=") + 4)
+                        : full                            ? (plan.group <= 256 ? 2 : 1)
+                                                          : 0;
         const int ln = !c->rms && !c->backward;
         const int want_equal = ln && lnm == 2 && full, want_merge = ln && lnm && !want_equal;
         if (!!strstr(k, "LN_MERGE") != want_merge || !!strstr(k, "LN_EQUAL") != want_equal)

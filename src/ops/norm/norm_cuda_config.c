@@ -84,9 +84,7 @@ static const tile_rule tile_rules[2][3] = {
  * (resident blocks per SM the launch bounds cut registers for), rslices (the backward
  * reduce's slices of partial rows, 1-32), lnm (LayerNorm forward: 2 equal-count merges, 1
  * one-barrier statistics, 0 two reductions), lnfma (LayerNorm forward with 16-bit I/O: 0
- * computes x_hat as (x - mean) * rstd instead of one fma), tree (1: row-group reductions
- * through a shared-memory tree, NORM_TREE in norm_kernel.cuh; LayerNorm's full rows then
- * merge equal-count summaries at every group size), ilp (forward: 1 sums a thread's
+ * computes x_hat as (x - mean) * rstd instead of one fma), ilp (forward: 1 sums a thread's
  * elements in 4 accumulators, NORM_ILP in norm_fwd.cu), trips (one-pass forward grids: rows a
  * row group takes in turn, its ring loading the next while it works on one), even (forward persistent grids:
  * 1 as many row trips for every block, 0 one block per resident slot; norm_cuda.c), pdl
@@ -341,16 +339,11 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
      * 5120, whose second unit a thread holds is mostly padding.  Rows of up to 256 threads
      * merge equal-count per-thread summaries instead (LN_EQUAL; sweep 19: 1.02-1.03x at 1024
      * and 4096 columns, 0.95-0.99x at 8192 and 16384 with 512 threads). */
-    plan->tree = plan->group > 32 && frost__norm_tune("tree", 0);
-    int lnm = frost__norm_tune("lnm", full_rows ? (plan->group <= 256 || plan->tree ? 2 : 1) : 0);
-    if (plan->tree && lnm == 1)
-        lnm = 0; /* LN_MERGE's one barrier needs the two-half scratch (norm_kernel.cuh) */
+    const int lnm = frost__norm_tune("lnm", full_rows ? (plan->group <= 256 ? 2 : 1) : 0);
     if (!p->backward && p->kind == FROST__NORM_LAYER && lnm == 2 && full_rows)
         frost__key_define(k, "LN_EQUAL", NULL);
     else if (!p->backward && p->kind == FROST__NORM_LAYER && lnm)
         frost__key_define(k, "LN_MERGE", NULL);
-    if (plan->tree)
-        frost__key_define(k, "NORM_TREE", NULL);
     /* LayerNorm's wide rows (512 threads x 4 units, 16384 bf16 columns) sum a thread's 32
      * elements in four accumulators: 1.05x in sweep 26 (2026-12-03), 0.95-1.01x elsewhere. */
     if (!p->backward && frost__norm_tune("ilp", wide && p->kind == FROST__NORM_LAYER))

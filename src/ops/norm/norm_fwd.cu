@@ -99,10 +99,10 @@ FROST_DEVICE float fwd_partial_sq(const uint32_t *raw, int lane, int cols, float
 #endif
 
 /* x_hat = (x - mean) * rstd.  With 16-bit I/O, LayerNorm takes it as one fma,
- * x * rstd + (-mean * rstd): the forward is issue-bound there (ncu, 2026-12-03: 0.83 warps
- * issued a scheduler cycle against RMSNorm's 0.63), and the rounding of mean * rstd (half an
- * f32 ulp of |mean| / std) stays far below the output's half ulp unless |mean| / std passes
- * 2^14, beyond what a 16-bit x can resolve.  f32 I/O and LN_EXACT (FROST_NORM_TUNE lnfma=0)
+ * x * rstd + (-mean * rstd): one instruction an element less (1.01x at most shapes, sweep 23,
+ * 2026-12-03), and the rounding of mean * rstd (half an f32 ulp of |mean| / std) stays far
+ * below the output's half ulp unless |mean| / std passes 2^14, beyond what a 16-bit x can
+ * resolve.  f32 I/O and LN_EXACT (FROST_NORM_TUNE lnfma=0)
  * subtract first. */
 #if defined(KIND_LAYER) && IO_BYTES == 2 && !defined(LN_EXACT)
 #define FWD_XHAT(x, mean, rstd, shift) fmaf((x), (rstd), (shift))
@@ -203,19 +203,13 @@ FROST_DEVICE void fwd_layer_stats(const norm_fwd_params *p, const uint32_t *cur,
 /* Merges this lane's (mean, M2) summary of c elements with lane ^ o's summary of as many
  * (Chan et al. with equal counts: no division):
  *     mean = (m_a + m_b) / 2,   M2 = M2_a + M2_b + (m_a - m_b)^2 c / 2.
- * Both lanes of the pair compute the same bits (each operation is symmetric in a and b);
- * fwd_merge_pair is the merge, fwd_merge_equal the merge with lane ^ o. */
-FROST_DEVICE void fwd_merge_pair(float *m, float *q, float mo, float qo, float c)
-{
-    const float d = mo - *m;
-    *q = fmaf(d * d, 0.5f * c, *q + qo);
-    *m = 0.5f * (*m + mo);
-}
-
+ * Both lanes of the pair compute the same bits (each operation is symmetric in a and b). */
 FROST_DEVICE void fwd_merge_equal(float *m, float *q, int o, float c)
 {
     const float mo = __shfl_xor_sync(0xffffffffu, *m, o), qo = __shfl_xor_sync(0xffffffffu, *q, o);
-    fwd_merge_pair(m, q, mo, qo, c);
+    const float d = mo - *m;
+    *q = fmaf(d * d, 0.5f * c, *q + qo);
+    *m = 0.5f * (*m + mo);
 }
 
 /* LayerNorm statistics of a register-resident row that fills its row group exactly (every
@@ -239,43 +233,6 @@ FROST_DEVICE void fwd_layer_stats(const norm_fwd_params *p, const uint32_t *cur,
     }
     float q = fwd_acc_total(qa);
     float c = (float)e;
-#if defined(NORM_TREE) && GROUP > 32
-    /* the summaries through the shared-memory tree (norm_kernel.cuh): the group's first warp
-     * merges GROUP / 32 consecutive ones a lane, then the lanes in butterflies */
-    float2 *sum = (float2 *)red->buf;
-    const int g = threadIdx.x / GROUP, lane = threadIdx.x % GROUP;
-    sum[threadIdx.x] = make_float2(m, q);
-    __syncthreads();
-    if (lane < 32) {
-        float pm[GROUP / 32], pq[GROUP / 32];
-        const float4 *mine = (const float4 *)(sum + g * GROUP + lane * (GROUP / 32));
-#pragma unroll
-        for (int i = 0; i < GROUP / 32; i += 2) {
-            const float4 t = mine[i / 2];
-            pm[i] = t.x;
-            pq[i] = t.y;
-            pm[i + 1] = t.z;
-            pq[i + 1] = t.w;
-        }
-#pragma unroll
-        for (int s = 1; s < GROUP / 32; s <<= 1, c *= 2.0f) {
-#pragma unroll
-            for (int i = 0; i < GROUP / 32; i += 2 * s)
-                fwd_merge_pair(&pm[i], &pq[i], pm[i + s], pq[i + s], c);
-        }
-        m = pm[0];
-        q = pq[0];
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1, c *= 2.0f)
-            fwd_merge_equal(&m, &q, o, c);
-        if (lane == 0)
-            *(float2 *)(red->buf + 2 * BLOCK + 2 * g) = make_float2(m, rsqrtf(q * p->inv_cols + p->epsilon));
-    }
-    __syncthreads();
-    const float2 t = *(const float2 *)(red->buf + 2 * BLOCK + 2 * g);
-    *mean = t.x;
-    *rstd = t.y;
-#else
 #pragma unroll
     for (int o = 1; o < (GROUP < 32 ? GROUP : 32); o <<= 1, c *= 2.0f)
         fwd_merge_equal(&m, &q, o, c);
@@ -298,7 +255,6 @@ FROST_DEVICE void fwd_layer_stats(const norm_fwd_params *p, const uint32_t *cur,
 #endif
     *mean = m;
     *rstd = rsqrtf(q * p->inv_cols + p->epsilon);
-#endif
 }
 #endif
 

@@ -298,95 +298,6 @@ FROST_DEVICE void norm_store_unit(frost_io *row, int col, const float v[VEC], co
     }
 }
 
-#if defined(NORM_TREE) && GROUP > 32
-/* Row-group reductions through a tree in shared memory (NORM_TREE): every thread stores its
- * value, one barrier, the first warp of each row group adds the group's GROUP values
- * (GROUP / 32 contiguous ones a lane in a pairwise tree, then a butterfly over the lanes)
- * and stores the total, a second barrier, and every thread reads it.  The butterflies of
- * the other form run in every warp of the row; here one warp of the group runs them, so a
- * row costs far fewer warp instructions for one more barrier, which pays where the kernel
- * is issue-bound (the forward, ncu 2026-12-03).  Fixed order: deterministic.
- *
- * Layout: values at [0, 2 * BLOCK) (one or two a thread, or a two-float summary), totals at
- * 2 * BLOCK + 2 * group.  One buffer suffices: the first warp reads the values before the
- * second barrier, after which threads may store the next reduction's values; it stores the
- * next totals after the next reduction's first barrier, which every thread reaches only
- * after reading this one's.  Every thread of the block must make the same reductions. */
-#if defined(LN_MERGE)
-#error "LN_MERGE's one-barrier statistics need the two-half scratch, not NORM_TREE"
-#endif
-#define NORM_TREE_FLOATS (2 * BLOCK + 2 * (BLOCK / GROUP))
-typedef struct norm_red {
-    float *buf; /* shared, NORM_TREE_FLOATS floats */
-} norm_red;
-#define NORM_RED(name)                                              \
-    __shared__ __align__(16) float name##_buf[NORM_TREE_FLOATS];    \
-    norm_red name##_r = {name##_buf};                               \
-    norm_red *name = &name##_r
-
-/* GROUP / 32 consecutive floats at v (16-byte aligned when there are 4 or more), added
- * pairwise in a fixed tree. */
-FROST_DEVICE float norm_tree_lane_sum(const float *v)
-{
-    float a[GROUP / 32];
-#if GROUP >= 128
-#pragma unroll
-    for (int i = 0; i < GROUP / 32; i += 4) {
-        const float4 t = *(const float4 *)(v + i);
-        a[i] = t.x;
-        a[i + 1] = t.y;
-        a[i + 2] = t.z;
-        a[i + 3] = t.w;
-    }
-#else
-    const float2 t = *(const float2 *)v;
-    a[0] = t.x;
-    a[1] = t.y;
-#endif
-#pragma unroll
-    for (int s = 1; s < GROUP / 32; s <<= 1) {
-#pragma unroll
-        for (int i = 0; i < GROUP / 32; i += 2 * s)
-            a[i] += a[i + s];
-    }
-    return a[0];
-}
-
-/* Sum over the row group; every thread of the block calls it. */
-FROST_DEVICE float norm_group_sum(float v, norm_red *r)
-{
-    const int g = threadIdx.x / GROUP, lane = threadIdx.x % GROUP;
-    r->buf[threadIdx.x] = v;
-    __syncthreads();
-    if (lane < 32) {
-        const float s = frost_warp_sum(norm_tree_lane_sum(r->buf + g * GROUP + lane * (GROUP / 32)));
-        if (lane == 0)
-            r->buf[2 * BLOCK + 2 * g] = s;
-    }
-    __syncthreads();
-    return r->buf[2 * BLOCK + 2 * g];
-}
-
-/* Two sums at once. */
-FROST_DEVICE void norm_group_sum2(float *a, float *b, norm_red *r)
-{
-    const int g = threadIdx.x / GROUP, lane = threadIdx.x % GROUP;
-    r->buf[threadIdx.x] = *a;
-    r->buf[BLOCK + threadIdx.x] = *b;
-    __syncthreads();
-    if (lane < 32) {
-        const int at = g * GROUP + lane * (GROUP / 32);
-        const float sa = frost_warp_sum(norm_tree_lane_sum(r->buf + at));
-        const float sb = frost_warp_sum(norm_tree_lane_sum(r->buf + BLOCK + at));
-        if (lane == 0)
-            *(float2 *)(r->buf + 2 * BLOCK + 2 * g) = make_float2(sa, sb);
-    }
-    __syncthreads();
-    const float2 t = *(const float2 *)(r->buf + 2 * BLOCK + 2 * g);
-    *a = t.x;
-    *b = t.y;
-}
-#else
 /* Cross-warp scratch of the row-group reductions (GROUP > 32): two halves of NORM_RED_HALF
  * floats, used in turn.  One barrier per reduction suffices: reduction k writes half
  * k % 2, waits at its barrier, reads; reduction k + 2 writes the same half only after every
@@ -461,7 +372,6 @@ FROST_DEVICE void norm_group_sum2(float *a, float *b, norm_red *r)
     *b = norm_warps_sum(red + BLOCK / 32 + first);
 #endif
 }
-#endif
 
 #if defined(STAGES) && STAGES > 1
 /* ---- staged rows: a ring of STAGES row slots in shared memory, filled by cp.async ----
