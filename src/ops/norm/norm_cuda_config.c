@@ -79,16 +79,16 @@ static const tile_rule tile_rules[2][3] = {
 /* Developer tuning (docs/CONTRIBUTING-GPU.md): FROST_NORM_TUNE="name=value,..." overrides
  * the table for experiments on a GPU; unset, the table rules.  Names: nv (nv_pref), nvmax,
  * group (max_group), stages (ring depth; 0 = register prefetch), l2 (1: 256-byte L2
- * fetches), persist (1: persistent grid, 0: one row group per row; forward only), bps (cap
- * on blocks per SM), minrows (backward: rows a row group should see at least), minb
- * (resident blocks per SM the launch bounds cut registers for), rslices (the backward
- * reduce's slices of partial rows, 1-32), lnm (LayerNorm forward: 2 equal-count merges, 1
- * one-barrier statistics, 0 two reductions), lnfma (LayerNorm forward with 16-bit I/O: 0
- * computes x_hat as (x - mean) * rstd instead of one fma), ilp (forward: 1 sums a thread's
- * elements in 4 accumulators, NORM_ILP in norm_fwd.cu), trips (one-pass forward grids: rows a
- * row group takes in turn, its ring loading the next while it works on one), even (forward persistent grids:
- * 1 as many row trips for every block, 0 one block per resident slot; norm_cuda.c), pdl
- * (backward: 0 launches the reduce kernel plainly instead of early; norm_cuda.c). */
+ * fetches), persist (1: persistent grid, 0: one-pass grid; forward only), trips (one-pass
+ * forward grids: rows a row group takes in turn, its ring loading the next while it works
+ * on one), bps (cap on blocks per SM), minrows (backward: rows a row group should see at
+ * least), minb (resident blocks per SM the launch bounds cut registers for), rslices (the
+ * backward reduce's slices of partial rows, 1-32), lnm (LayerNorm forward: 2 equal-count
+ * merges, 1 one-barrier statistics, 0 two reductions), lnfma (LayerNorm forward with 16-bit
+ * I/O: 0 computes x_hat as (x - mean) * rstd instead of one fma), ilp (forward: 1 sums a
+ * thread's elements in 4 accumulators, NORM_ILP in norm_fwd.cu), even (forward persistent
+ * grids: 1 as many row trips for every block, 0 one block per resident slot; norm_cuda.c),
+ * pdl (backward: 0 launches the reduce kernel plainly instead of early; norm_cuda.c). */
 int frost__norm_tune(const char *name, int dflt)
 {
     const char *env = getenv("FROST_NORM_TUNE");
