@@ -179,6 +179,13 @@ static int64_t stride_or_zero(const frost__cnorm_problem *p, int slot, int which
     return p->slot[slot].present ? p->slot[slot].stat_stride[which] : 0;
 }
 
+/* Developer switches that are on unless their variable is exactly "0". */
+static int env_on(const char *name)
+{
+    const char *v = getenv(name);
+    return !(v && v[0] == '0' && !v[1]);
+}
+
 /* Everything of the parameter block that does not change between launches. */
 static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
 {
@@ -235,8 +242,7 @@ static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
     if (p->backward && p->slot[FROST__CNORM_INV_STD].present)
         k->flags |= CNORM_F_SAVED_RSTD;
     /* FROST_CNORM_REVERSE=0 (developer tuning) keeps the APPLY pass in tile order */
-    const char *rev = getenv("FROST_CNORM_REVERSE");
-    if (!(rev && rev[0] == '0' && !rev[1]))
+    if (env_on("FROST_CNORM_REVERSE"))
         k->flags |= CNORM_F_REVERSE;
     k->want_rec = pl->use[ENTRY_DPARAMS];
     if (pl->merge_kernel)
@@ -368,10 +374,8 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
     pl->use[ENTRY_MAIN] = !pl->empty;
     /* the two-launch stream form's statistics launch leaves the merge to the finalize kernel
      * unless FROST_CNORM_STREAM_MERGE=0 (the launch's last arrivals merge) */
-    const char *merge = getenv("FROST_CNORM_STREAM_MERGE");
-    pl->merge_kernel = pl->geo.stream == 2 && !(merge && merge[0] == '0' && !merge[1]);
-    const char *split = getenv("FROST_CNORM_STREAM_SPLIT");
-    pl->split = pl->merge_kernel && !(split && split[0] == '0' && !split[1]);
+    pl->merge_kernel = pl->geo.stream == 2 && env_on("FROST_CNORM_STREAM_MERGE");
+    pl->split = pl->merge_kernel && env_on("FROST_CNORM_STREAM_SPLIT");
     pl->use[ENTRY_FINALIZE] = !pl->empty && stats && (!pl->geo.resident || pl->merge_kernel);
     pl->use[ENTRY_DPARAMS] = want_dparams && (p->kind != FROST__CNORM_BATCH || pl->empty) && p->c > 0;
     pl->use[ENTRY_APPLY] = !pl->empty && pl->split;
@@ -379,8 +383,7 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
      * statistics entry and the finalize kernel allow it from their start, the finalize
      * kernel and the output entry wait for the kernel before them first) unless
      * FROST_CNORM_PDL=0 */
-    const char *pdl = getenv("FROST_CNORM_PDL");
-    pl->early = pl->use[ENTRY_APPLY] && !(pdl && pdl[0] == '0' && !pdl[1]);
+    pl->early = pl->use[ENTRY_APPLY] && env_on("FROST_CNORM_PDL");
     for (int e = 0; e < NUM_ENTRIES; e++)
         if (pl->use[e])
             fill_key(&pl->keys[e], p->backward, e, pl->dtype, pl->kind, nhwc, pl->geo.blocks,
@@ -522,7 +525,6 @@ static frost_status cnorm_execute(const frost_context *ctx, const frost__node *n
      * stream path's two-launch form (which merges in its first launch under FROST_CNORM_STREAM_MERGE=0) */
     const int two_passes = pl->use[ENTRY_FINALIZE] || pl->geo.stream == 2;
     const int threads = pl->geo.cluster || pl->geo.stream ? CNC_THREADS : CNORM_THREADS;
-    const int early = pl->early;
     if (s == FROST_OK && pl->use[ENTRY_MAIN]) {
         k.mode = two_passes                   ? CNORM_MODE_STATS
                  : (k.flags & CNORM_F_RUNNING) ? CNORM_MODE_APPLY
@@ -530,11 +532,11 @@ static frost_status cnorm_execute(const frost_context *ctx, const frost__node *n
         s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, threads, pl->geo.smem, &k, stream, 0);
     }
     if (s == FROST_OK && pl->use[ENTRY_FINALIZE])
-        s = launch(ctx, pl->kernels[ENTRY_FINALIZE], pl->grid_finalize, CNORM_THREADS, 0, &k, stream, early);
+        s = launch(ctx, pl->kernels[ENTRY_FINALIZE], pl->grid_finalize, CNORM_THREADS, 0, &k, stream, pl->early);
     if (s == FROST_OK && pl->use[ENTRY_MAIN] && two_passes) {
         k.mode = CNORM_MODE_APPLY;
         s = launch(ctx, pl->kernels[pl->use[ENTRY_APPLY] ? ENTRY_APPLY : ENTRY_MAIN], pl->grid_main, threads,
-                   pl->geo.smem, &k, stream, early);
+                   pl->geo.smem, &k, stream, pl->early);
     }
     if (s == FROST_OK && pl->use[ENTRY_DPARAMS])
         s = launch(ctx, pl->kernels[ENTRY_DPARAMS], pl->grid_dparams, CNORM_THREADS, 0, &k, stream, 0);

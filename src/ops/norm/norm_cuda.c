@@ -188,6 +188,13 @@ static frost_status launch_reduce(const frost_context *ctx, const frost__norm_pl
     return frost__launch(ctx->device, plan->reduce, &dims, args, stream);
 }
 
+/* Partial rows a backward block writes: one when its staged row groups add their sums in
+ * shared memory first (lane-order rows, norm_bwd.cu), else one per row group. */
+static int64_t partials_per_block(const frost__norm_plan *plan, int lane_order)
+{
+    return lane_order && plan->stages > 1 ? 1 : plan->rows_per_block_groups;
+}
+
 static frost_status fwd_execute(const frost_context *ctx, const frost__node *n, const void *plan_ptr, void *const *ptrs,
                                 void *workspace, void *stream)
 {
@@ -276,8 +283,7 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
     if (pairs > 0) {
         norm_reduce_params rp;
         memset(&rp, 0, sizeof rp);
-        /* partial rows per block: one when staged rows add their groups' in the block */
-        const int64_t per_block = lane_order && plan->stages > 1 ? 1 : plan->rows_per_block_groups;
+        const int64_t per_block = partials_per_block(plan, lane_order);
         const int64_t per_out = plan->blocks_per_segment * per_block; /* partial rows per segment */
         int64_t out_rows = 0;
         int i = 0;
@@ -334,7 +340,7 @@ static void norm_describe_plan(const void *plan_ptr, frost__buf *out)
         frost__buf_printf(out,
                           "; d_scale/d_bias: %lld partial rows of column sums "
                           "(%lld rows per block",
-                          (long long)(plan->stages > 1 ? plan->grid : plan->num_partials),
+                          (long long)(plan->grid * partials_per_block(plan, !plan->looped)),
                           (long long)plan->rows_per_block);
         if (plan->stages > 1 && plan->rows_per_block_groups > 1)
             frost__buf_printf(out, ", the block's row groups added in shared memory");
