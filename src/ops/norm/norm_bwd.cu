@@ -12,7 +12,7 @@
  * Missing saved statistics are recomputed from the register-resident x (two-pass mean
  * and centred variance, with epsilon), exactly as the reference engine does.
  *
- * Parameter gradients, deterministically.  Block b owns rows_per_block contiguous rows
+ * Parameter gradients, deterministically.  Block b owns rows_per_block (+1) contiguous rows
  * of one segment (norm_kernel.cuh: one segment of all rows for LayerNorm / RMSNorm;
  * segments that never straddle two parameter rows of AdaLayerNorm's per-sample d_scale /
  * d_bias); its row group r takes every ROWS_PER_BLOCK-th of them starting at r and keeps,
@@ -88,8 +88,10 @@ FROST_DEVICE void bwd_block_rows(const norm_bwd_params *p, int64_t *start, int64
     const int64_t segment = blockIdx.x / p->blocks_per_segment;
     const int64_t seg_start = segment * p->rows_per_segment;
     const int64_t seg_end = seg_start + p->rows_per_segment < p->rows ? seg_start + p->rows_per_segment : p->rows;
-    *start = seg_start + (blockIdx.x % p->blocks_per_segment) * p->rows_per_block;
-    *end = *start + p->rows_per_block < seg_end ? *start + p->rows_per_block : seg_end;
+    const int64_t j = blockIdx.x % p->blocks_per_segment;
+    const int64_t n = p->rows_per_block + (j < p->rows_extra);
+    *start = seg_start + j * p->rows_per_block + (j < p->rows_extra ? j : p->rows_extra);
+    *end = *start + n < seg_end ? *start + n : seg_end;
 }
 
 /* The scale row that row `row` reads. */
@@ -527,6 +529,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) norm_bwd_kernel(
      * spare registers and wait there for this grid to finish, so their launch overlaps this
      * kernel's end instead of following it. */
     frost_allow_next_grid();
+    frost_wait_prior_grid(); /* before any read, when launched early itself (norm_cuda.c) */
 #if defined(LOOPED)
 #if VEC > 1
     if (p.vec_ok) {

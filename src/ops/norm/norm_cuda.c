@@ -130,6 +130,16 @@ static frost_status norm_build(const frost_context *ctx, const frost__node *n, v
         plan->rows_per_block =
             frost__norm_ceil_div(plan->ada.segment_rows, segments > 0 ? frost__norm_ceil_div(grid, segments) : 1);
         plan->blocks_per_segment = frost__norm_ceil_div(plan->ada.segment_rows, plan->rows_per_block);
+        plan->rows_extra = 0;
+        if (frost__norm_tune("bal", 1) && segments > 0) {
+            /* As many blocks as the grid has slots for, their row counts differing by one at
+             * most (16384 rows on 264 slots: 248 blocks of 62 rows and 16 of 63, rather than
+             * 260 of 63 and one of 4), so the busiest SM has fewer rows. */
+            const int64_t per_seg = frost__norm_ceil_div(grid, segments);
+            plan->blocks_per_segment = per_seg < plan->ada.segment_rows ? per_seg : plan->ada.segment_rows;
+            plan->rows_per_block = plan->ada.segment_rows / plan->blocks_per_segment;
+            plan->rows_extra = plan->ada.segment_rows % plan->blocks_per_segment;
+        }
         grid = segments * plan->blocks_per_segment;
         plan->num_partials = grid * groups;
         /* register-resident rows store their sums in lane order, plan->positions of them
@@ -162,7 +172,7 @@ static int64_t row_stride_of(const frost__norm_problem *p, int slot)
 }
 
 static frost_status launch(const frost_context *ctx, frost__kernel *k, unsigned grid_x, unsigned grid_y, unsigned block,
-                           size_t dyn_smem, void *params, void *stream)
+                           size_t dyn_smem, void *params, void *stream, int early)
 {
     frost__launch_dims dims;
     void *args[1] = {params};
@@ -170,6 +180,7 @@ static frost_status launch(const frost_context *ctx, frost__kernel *k, unsigned 
     dims.dyn_smem = dyn_smem;
     dims.grid[0] = grid_x, dims.grid[1] = grid_y, dims.grid[2] = 1;
     dims.block[0] = block, dims.block[1] = 1, dims.block[2] = 1;
+    dims.early = early;
     return frost__launch(ctx->device, k, &dims, args, stream);
 }
 
@@ -225,7 +236,8 @@ static frost_status fwd_execute(const frost_context *ctx, const frost__node *n, 
     params.inv_cols = (float)(1.0 / (double)p->cols);
     if (!params.x || !params.y)
         return frost__fail(FROST_INVALID_ARGUMENT, "cuda norm forward: X or Y is bound to NULL");
-    return launch(ctx, plan->kernel, plan->grid, 1, (unsigned)plan->block, plan->ring_bytes, &params, stream);
+    return launch(ctx, plan->kernel, plan->grid, 1, (unsigned)plan->block, plan->ring_bytes, &params, stream,
+                      plan->main_early);
 }
 
 static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, const void *plan_ptr, void *const *ptrs,
@@ -264,6 +276,7 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
         params.mean_stride = row_stride_of(p, FROST__NORM_MEAN);
         params.inv_std_stride = row_stride_of(p, FROST__NORM_INV_STD);
         params.rows_per_block = plan->rows_per_block;
+        params.rows_extra = plan->rows_extra;
         params.rows_per_segment = plan->ada.segment_rows;
         params.blocks_per_segment = plan->blocks_per_segment;
         params.partial_stride = plan->partial_stride;
@@ -276,7 +289,8 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
         if (!params.x || !params.dy || !params.dx)
             return frost__fail(FROST_INVALID_ARGUMENT, "cuda norm backward: X, dY or dX is bound to NULL");
         lane_order = !plan->looped && (plan->vec == 1 || params.vec_ok);
-        s = launch(ctx, plan->kernel, plan->grid, 1, (unsigned)plan->block, plan->ring_bytes, &params, stream);
+        s = launch(ctx, plan->kernel, plan->grid, 1, (unsigned)plan->block, plan->ring_bytes, &params, stream,
+                      plan->main_early);
         if (s != FROST_OK)
             return s;
     }
@@ -329,6 +343,8 @@ static void norm_describe_plan(const void *plan_ptr, frost__buf *out)
                       plan->looped ? " per chunk, looped over the row" : ", row in registers", plan->blocks_per_sm);
     if (plan->trips > 1)
         frost__buf_printf(out, "; %d rows a row group", plan->trips);
+    if (plan->main_early)
+        frost__buf_printf(out, "; scheduled while the stream's previous kernel ends");
     if (plan->stages)
         frost__buf_printf(out, "; %d-stage cp.async row ring, %zu bytes of shared memory", plan->stages,
                           plan->ring_bytes);
@@ -342,6 +358,9 @@ static void norm_describe_plan(const void *plan_ptr, frost__buf *out)
                           "(%lld rows per block",
                           (long long)(plan->grid * partials_per_block(plan, !plan->looped)),
                           (long long)plan->rows_per_block);
+        if (plan->rows_extra > 0)
+            frost__buf_printf(out, ", %lld in the first %lld blocks of a segment",
+                              (long long)(plan->rows_per_block + 1), (long long)plan->rows_extra);
         if (plan->stages > 1 && plan->rows_per_block_groups > 1)
             frost__buf_printf(out, ", the block's row groups added in shared memory");
         if (plan->ada.out_rows[0] > 1 || plan->ada.out_rows[1] > 1)

@@ -61,13 +61,15 @@ typedef struct frost__norm_plan {
     frost__kernel_key key, reduce_key;
     int reduce_threads; /* 32 positions x the reduce's slices of partial rows */
     int reduce_early;   /* the reduce is a programmatic dependent launch (runtime.h) */
+    int main_early;     /* so is the main kernel, after the stream's previous kernel */
     int64_t positions;  /* backward: a partial row's positions from register-resident rows
                            (lane order, NV * GROUP * VEC); cols for chunked keys */
     frost__kernel *kernel, *reduce;
     /* set by build */
     int blocks_per_sm;
     unsigned grid;
-    int64_t rows_per_block; /* backward: contiguous rows per block */
+    int64_t rows_per_block; /* backward: contiguous rows per block, */
+    int64_t rows_extra;     /* one more for the first rows_extra blocks of a segment */
     int64_t blocks_per_segment;
     int64_t num_partials;   /* backward: partial rows = grid * row groups per block */
     int64_t partial_stride; /* floats */

@@ -88,7 +88,9 @@ static const tile_rule tile_rules[2][3] = {
  * I/O: 0 computes x_hat as (x - mean) * rstd instead of one fma), ilp (forward: 1 sums a
  * thread's elements in 4 accumulators, NORM_ILP in norm_fwd.cu), even (forward persistent
  * grids: 1 as many row trips for every block, 0 one block per resident slot; norm_cuda.c),
- * pdl (backward: 0 launches the reduce kernel plainly instead of early; norm_cuda.c). */
+ * pdl (backward: 0 launches the reduce kernel plainly instead of early; norm_cuda.c), mpdl
+ * (1: the main kernel too, after the stream's previous kernel), bal (backward: 0 gives every
+ * block of a segment the same rows but the last, instead of counts that differ by one). */
 int frost__norm_tune(const char *name, int dflt)
 {
     const char *env = getenv("FROST_NORM_TUNE");
@@ -289,6 +291,8 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
     plan->trips = plan->persistent ? 1 : frost__norm_tune("trips", ln_one_pass || ln_short ? 2 : 1);
     if (plan->trips < 1)
         plan->trips = 1;
+    /* a programmatic dependent launch (runtime.h): the kernel waits for the previous one */
+    plan->main_early = frost__norm_tune("mpdl", 0);
     plan->rows_per_block_groups = plan->block / plan->group;
     s = frost__adanorm_cuda_config(p, plan->rows_per_block_groups, &plan->ada, why);
     if (s != FROST_OK)

@@ -81,8 +81,9 @@ typedef struct norm_fwd_params {
  * rows of the partial buffers (one per row group).  Rows come in segments of
  * rows_per_segment consecutive rows (a segment never straddles two parameter rows of a
  * per-sample d_scale or d_bias; without those it is all rows), each served by
- * blocks_per_segment blocks: block b takes rows_per_block rows of segment
- * b / blocks_per_segment, starting at (b % blocks_per_segment) * rows_per_block. */
+ * blocks_per_segment blocks: block j = b % blocks_per_segment of segment b / blocks_per_segment
+ * takes rows_per_block rows, one more when j < rows_extra, starting at
+ * j * rows_per_block + min(j, rows_extra). */
 typedef struct norm_bwd_params {
     const void *x;
     const void *dy;
@@ -99,6 +100,7 @@ typedef struct norm_bwd_params {
     int64_t mean_stride;
     int64_t inv_std_stride;
     int64_t rows_per_block;
+    int64_t rows_extra; /* the first rows_extra blocks of a segment take one row more */
     int64_t rows_per_segment;
     int64_t blocks_per_segment;
     int64_t partial_stride; /* floats between partial rows (norm_reduce_params' positions) */
@@ -108,7 +110,7 @@ typedef struct norm_bwd_params {
     float epsilon;
     float inv_cols;
 } norm_bwd_params;
-#define NORM_BWD_PARAMS_BYTES 184
+#define NORM_BWD_PARAMS_BYTES 192
 
 /* out[q * out_stride + c] = sum over b in [q * partials_per_out, (q + 1) * partials_per_out)
  * (clipped to num_partials) of partial[b][pos(c)], in that order, for the out_rows parameter
