@@ -131,12 +131,14 @@ static frost_status norm_build(const frost_context *ctx, const frost__node *n, v
             frost__norm_ceil_div(plan->ada.segment_rows, segments > 0 ? frost__norm_ceil_div(grid, segments) : 1);
         plan->blocks_per_segment = frost__norm_ceil_div(plan->ada.segment_rows, plan->rows_per_block);
         plan->rows_extra = 0;
-        if (frost__norm_tune("bal", 1) && segments > 0) {
-            /* As many blocks as the grid has slots for, their row counts differing by one at
-             * most (16384 rows on 264 slots: 248 blocks of 62 rows and 16 of 63, rather than
-             * 260 of 63 and one of 4), so the busiest SM has fewer rows. */
+        const int bal = frost__norm_tune("bal", 1);
+        if (bal && segments > 0) {
+            /* Row counts that differ by one at most: bal=1 over as many blocks as the grid has
+             * slots for (16384 rows on 264 slots: 248 blocks of 62 rows and 16 of 63, rather
+             * than 260 of 63 and one of 4), bal=2 over the blocks above. */
             const int64_t per_seg = frost__norm_ceil_div(grid, segments);
-            plan->blocks_per_segment = per_seg < plan->ada.segment_rows ? per_seg : plan->ada.segment_rows;
+            if (bal == 1)
+                plan->blocks_per_segment = per_seg < plan->ada.segment_rows ? per_seg : plan->ada.segment_rows;
             plan->rows_per_block = plan->ada.segment_rows / plan->blocks_per_segment;
             plan->rows_extra = plan->ada.segment_rows % plan->blocks_per_segment;
         }
