@@ -113,6 +113,9 @@ static frost_status norm_build(const frost_context *ctx, const frost__node *n, v
         grid = frost__norm_ceil_div(grid, plan->trips);
     if (grid > (1 << 30)) /* the kernels stride over rows: any grid covers them */
         grid = 1 << 30;
+    if (plan->backward && plan->persistent && frost__norm_tune("bgrid", 1) > 1 &&
+        frost__norm_ceil_div(p->rows, groups) > resident)
+        grid = resident * frost__norm_tune("bgrid", 1); /* blocks the hardware hands out as SMs free up */
     if (plan->backward) {
         /* Keep the partial buffer small next to the tensors: each row group should
          * see at least 8 rows, unless that would leave SMs idle. */
@@ -137,10 +140,12 @@ static frost_status norm_build(const frost_context *ctx, const frost__node *n, v
              * slots for (16384 rows on 264 slots: 248 blocks of 62 rows and 16 of 63, rather
              * than 260 of 63 and one of 4), bal=2 over the blocks above. */
             const int64_t per_seg = frost__norm_ceil_div(grid, segments);
-            if (bal == 1)
+            if (bal != 2)
                 plan->blocks_per_segment = per_seg < plan->ada.segment_rows ? per_seg : plan->ada.segment_rows;
             plan->rows_per_block = plan->ada.segment_rows / plan->blocks_per_segment;
             plan->rows_extra = plan->ada.segment_rows % plan->blocks_per_segment;
+            if (bal == 3 && plan->rows_extra > 0)
+                plan->rows_extra = -1; /* the longer blocks spread over the segment */
         }
         grid = segments * plan->blocks_per_segment;
         plan->num_partials = grid * groups;
@@ -360,7 +365,7 @@ static void norm_describe_plan(const void *plan_ptr, frost__buf *out)
                           "(%lld rows per block",
                           (long long)(plan->grid * partials_per_block(plan, !plan->looped)),
                           (long long)plan->rows_per_block);
-        if (plan->rows_extra > 0)
+        if (plan->rows_extra != 0)
             frost__buf_printf(out, ", %lld in the first %lld blocks of a segment",
                               (long long)(plan->rows_per_block + 1), (long long)plan->rows_extra);
         if (plan->stages > 1 && plan->rows_per_block_groups > 1)
