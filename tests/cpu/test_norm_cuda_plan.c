@@ -7,7 +7,7 @@
  * the table must give (the choices docs/PERF.md's sweeps stand behind), and a phrase its
  * kernel key must hold; backward cases also the reduce kernel's slices of partial rows.
  * FROST_NORM_TUNE overrides are checked to reach the plan and the key, and an unset
- * variable to leave the table alone.
+ * variable to leave the table alone.  Last, the backward's split of rows between blocks.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -215,6 +215,54 @@ static void run_case(int index, const plan_case *c)
     frost_graph_destroy(g);
 }
 
+/* The backward's row split (frost__norm_split_rows): the blocks norm_bwd.cu's
+ * bwd_block_rows gives rows [j * per + min(j, extra), ... + per + (j < extra)) cover the
+ * segment once, in order, within the slots; spread splits differ by one row at most. */
+typedef struct split_case {
+    int64_t rows, slots;
+    int spread;
+    int64_t per_block, blocks, extra; /* expected */
+} split_case;
+
+static const split_case split_cases[] = {
+    {16384, 264, 0, 63, 261, 0}, {16384, 264, 1, 62, 264, 16}, {8192, 132, 1, 62, 132, 8},
+    {8192, 132, 0, 63, 131, 0},  {4096, 132, 1, 32, 128, 0},   {1024, 132, 1, 8, 128, 0},
+    {5, 132, 1, 1, 5, 0},        {7, 3, 1, 2, 3, 1},           {1, 1, 1, 1, 1, 0},
+    {100, 0, 1, 100, 1, 0},
+};
+#define NUM_SPLIT_CASES ((int)(sizeof split_cases / sizeof split_cases[0]))
+
+static void run_split_case(int index, const split_case *c)
+{
+    char name[96];
+    snprintf(name, sizeof name, "row split: %lld rows, %lld slots, spread %d", (long long)c->rows,
+             (long long)c->slots, c->spread);
+    tu_set_context("test_norm_cuda_plan", 0, index, name);
+    int64_t per = -1, blocks = -1, extra = -1;
+    frost__norm_split_rows(c->rows, c->slots, c->spread, &per, &blocks, &extra);
+    if (per != c->per_block || blocks != c->blocks || extra != c->extra)
+        tu_failf("split %lld blocks of %lld rows, %lld with one more; expected %lld, %lld, %lld", (long long)blocks,
+                 (long long)per, (long long)extra, (long long)c->blocks, (long long)c->per_block,
+                 (long long)c->extra);
+    if (blocks < 1 || (c->slots >= 1 && blocks > c->slots))
+        tu_failf("%lld blocks for %lld slots", (long long)blocks, (long long)c->slots);
+    int64_t next = 0, lo = c->rows, hi = 0;
+    for (int64_t j = 0; j < blocks; j++) {
+        const int64_t n = per + (j < extra), start = j * per + (j < extra ? j : extra);
+        int64_t end = start + n < c->rows ? start + n : c->rows;
+        if (start != next || end <= start)
+            tu_failf("block %lld takes rows [%lld, %lld); expected to start at %lld", (long long)j, (long long)start,
+                     (long long)end, (long long)next);
+        lo = end - start < lo ? end - start : lo;
+        hi = end - start > hi ? end - start : hi;
+        next = end;
+    }
+    if (next != c->rows)
+        tu_failf("the blocks cover %lld of %lld rows", (long long)next, (long long)c->rows);
+    if (c->spread && hi - lo > 1)
+        tu_failf("spread split of %lld to %lld rows a block", (long long)lo, (long long)hi);
+}
+
 int main(void)
 {
     const int only = tu_case_filter();
@@ -227,6 +275,14 @@ int main(void)
             continue;
         tu_case_begin();
         run_case(i, &cases[i]);
+        tu_case_end();
+        ++run_count;
+    }
+    for (int i = 0; i < NUM_SPLIT_CASES; ++i) {
+        if (only >= 0 && only != NUM_CASES + i)
+            continue;
+        tu_case_begin();
+        run_split_case(NUM_CASES + i, &split_cases[i]);
         tu_case_end();
         ++run_count;
     }

@@ -89,11 +89,6 @@ FROST_DEVICE void bwd_block_rows(const norm_bwd_params *p, int64_t *start, int64
     const int64_t seg_start = segment * p->rows_per_segment;
     const int64_t seg_end = seg_start + p->rows_per_segment < p->rows ? seg_start + p->rows_per_segment : p->rows;
     const int64_t j = blockIdx.x % p->blocks_per_segment;
-    if (p->rows_extra < 0) { /* the longer blocks spread over the segment */
-        *start = seg_start + j * (seg_end - seg_start) / p->blocks_per_segment;
-        *end = seg_start + (j + 1) * (seg_end - seg_start) / p->blocks_per_segment;
-        return;
-    }
     const int64_t n = p->rows_per_block + (j < p->rows_extra);
     *start = seg_start + j * p->rows_per_block + (j < p->rows_extra ? j : p->rows_extra);
     *end = *start + n < seg_end ? *start + n : seg_end;
@@ -534,7 +529,6 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) norm_bwd_kernel(
      * spare registers and wait there for this grid to finish, so their launch overlaps this
      * kernel's end instead of following it. */
     frost_allow_next_grid();
-    frost_wait_prior_grid(); /* before any read, when launched early itself (norm_cuda.c) */
 #if defined(LOOPED)
 #if VEC > 1
     if (p.vec_ok) {

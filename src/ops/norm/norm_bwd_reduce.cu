@@ -35,7 +35,6 @@ extern "C" __global__ void __launch_bounds__(REDUCE_COLS * REDUCE_SLICES)
     const int lane = pos % p.lanes, kj = pos / p.lanes;
     const int col = ((kj / p.vec) * p.lanes + lane) * p.vec + kj % p.vec;
     const bool valid = pos < p.positions && col < p.cols;
-    frost_allow_next_grid(); /* the stream's next kernel, when launched early, may be scheduled */
     frost_wait_prior_grid(); /* launched early after the main kernel (norm_cuda.c) */
     const int pair = blockIdx.y;
     const float *src = p.partial[pair];

@@ -94,8 +94,11 @@ static frost_status norm_build(const frost_context *ctx, const frost__node *n, v
                            "allows %zu",
                            plan->ring_bytes, dev->name, dev->smem_per_block_optin);
     plan->blocks_per_sm = blocks_per_sm(dev, plan->kernel, plan->block, plan->ring_bytes);
-    if (plan->blocks_per_sm > frost__norm_tune("bps", 32))
-        plan->blocks_per_sm = frost__norm_tune("bps", 32);
+    /* Backward rows of one 256-thread group: two blocks an SM, whatever the registers
+     * allow.  Three (RMSNorm at 4096 columns compiles to 80 registers) ran 0.92x. */
+    const int bps_cap = plan->backward && plan->stages > 1 && plan->group == 256 && plan->block == 256 ? 2 : 32;
+    if (plan->blocks_per_sm > frost__norm_tune("bps", bps_cap))
+        plan->blocks_per_sm = frost__norm_tune("bps", bps_cap);
     const int64_t groups = plan->rows_per_block_groups;
     const int64_t resident = (int64_t)dev->sm_count * plan->blocks_per_sm;
     int64_t grid = frost__norm_ceil_div(p->rows, groups);
@@ -113,9 +116,6 @@ static frost_status norm_build(const frost_context *ctx, const frost__node *n, v
         grid = frost__norm_ceil_div(grid, plan->trips);
     if (grid > (1 << 30)) /* the kernels stride over rows: any grid covers them */
         grid = 1 << 30;
-    if (plan->backward && plan->persistent && frost__norm_tune("bgrid", 1) > 1 &&
-        frost__norm_ceil_div(p->rows, groups) > resident)
-        grid = resident * frost__norm_tune("bgrid", 1); /* blocks the hardware hands out as SMs free up */
     if (plan->backward) {
         /* Keep the partial buffer small next to the tensors: each row group should
          * see at least 8 rows, unless that would leave SMs idle. */
@@ -127,26 +127,11 @@ static frost_status norm_build(const frost_context *ctx, const frost__node *n, v
         if (grid < 1)
             grid = 1;
         /* Spread that many blocks over the segments (one segment unless gradients
-         * are per sample), at least one each; a segment's rows are split evenly
-         * between its own. */
+         * are per sample), at least one each. */
         const int64_t segments = p->rows / plan->ada.segment_rows;
-        plan->rows_per_block =
-            frost__norm_ceil_div(plan->ada.segment_rows, segments > 0 ? frost__norm_ceil_div(grid, segments) : 1);
-        plan->blocks_per_segment = frost__norm_ceil_div(plan->ada.segment_rows, plan->rows_per_block);
-        plan->rows_extra = 0;
-        const int bal = frost__norm_tune("bal", 1);
-        if (bal && segments > 0) {
-            /* Row counts that differ by one at most: bal=1 over as many blocks as the grid has
-             * slots for (16384 rows on 264 slots: 248 blocks of 62 rows and 16 of 63, rather
-             * than 260 of 63 and one of 4), bal=2 over the blocks above. */
-            const int64_t per_seg = frost__norm_ceil_div(grid, segments);
-            if (bal != 2)
-                plan->blocks_per_segment = per_seg < plan->ada.segment_rows ? per_seg : plan->ada.segment_rows;
-            plan->rows_per_block = plan->ada.segment_rows / plan->blocks_per_segment;
-            plan->rows_extra = plan->ada.segment_rows % plan->blocks_per_segment;
-            if (bal == 3 && plan->rows_extra > 0)
-                plan->rows_extra = -1; /* the longer blocks spread over the segment */
-        }
+        frost__norm_split_rows(plan->ada.segment_rows, segments > 0 ? frost__norm_ceil_div(grid, segments) : 1,
+                               frost__norm_tune("bal", 1), &plan->rows_per_block, &plan->blocks_per_segment,
+                               &plan->rows_extra);
         grid = segments * plan->blocks_per_segment;
         plan->num_partials = grid * groups;
         /* register-resident rows store their sums in lane order, plan->positions of them
@@ -179,7 +164,7 @@ static int64_t row_stride_of(const frost__norm_problem *p, int slot)
 }
 
 static frost_status launch(const frost_context *ctx, frost__kernel *k, unsigned grid_x, unsigned grid_y, unsigned block,
-                           size_t dyn_smem, void *params, void *stream, int early)
+                           size_t dyn_smem, void *params, void *stream)
 {
     frost__launch_dims dims;
     void *args[1] = {params};
@@ -187,7 +172,6 @@ static frost_status launch(const frost_context *ctx, frost__kernel *k, unsigned 
     dims.dyn_smem = dyn_smem;
     dims.grid[0] = grid_x, dims.grid[1] = grid_y, dims.grid[2] = 1;
     dims.block[0] = block, dims.block[1] = 1, dims.block[2] = 1;
-    dims.early = early;
     return frost__launch(ctx->device, k, &dims, args, stream);
 }
 
@@ -243,8 +227,7 @@ static frost_status fwd_execute(const frost_context *ctx, const frost__node *n, 
     params.inv_cols = (float)(1.0 / (double)p->cols);
     if (!params.x || !params.y)
         return frost__fail(FROST_INVALID_ARGUMENT, "cuda norm forward: X or Y is bound to NULL");
-    return launch(ctx, plan->kernel, plan->grid, 1, (unsigned)plan->block, plan->ring_bytes, &params, stream,
-                      plan->main_early);
+    return launch(ctx, plan->kernel, plan->grid, 1, (unsigned)plan->block, plan->ring_bytes, &params, stream);
 }
 
 static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, const void *plan_ptr, void *const *ptrs,
@@ -296,8 +279,7 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
         if (!params.x || !params.dy || !params.dx)
             return frost__fail(FROST_INVALID_ARGUMENT, "cuda norm backward: X, dY or dX is bound to NULL");
         lane_order = !plan->looped && (plan->vec == 1 || params.vec_ok);
-        s = launch(ctx, plan->kernel, plan->grid, 1, (unsigned)plan->block, plan->ring_bytes, &params, stream,
-                      plan->main_early);
+        s = launch(ctx, plan->kernel, plan->grid, 1, (unsigned)plan->block, plan->ring_bytes, &params, stream);
         if (s != FROST_OK)
             return s;
     }
@@ -350,8 +332,6 @@ static void norm_describe_plan(const void *plan_ptr, frost__buf *out)
                       plan->looped ? " per chunk, looped over the row" : ", row in registers", plan->blocks_per_sm);
     if (plan->trips > 1)
         frost__buf_printf(out, "; %d rows a row group", plan->trips);
-    if (plan->main_early)
-        frost__buf_printf(out, "; scheduled while the stream's previous kernel ends");
     if (plan->stages)
         frost__buf_printf(out, "; %d-stage cp.async row ring, %zu bytes of shared memory", plan->stages,
                           plan->ring_bytes);
@@ -365,7 +345,7 @@ static void norm_describe_plan(const void *plan_ptr, frost__buf *out)
                           "(%lld rows per block",
                           (long long)(plan->grid * partials_per_block(plan, !plan->looped)),
                           (long long)plan->rows_per_block);
-        if (plan->rows_extra != 0)
+        if (plan->rows_extra > 0)
             frost__buf_printf(out, ", %lld in the first %lld blocks of a segment",
                               (long long)(plan->rows_per_block + 1), (long long)plan->rows_extra);
         if (plan->stages > 1 && plan->rows_per_block_groups > 1)

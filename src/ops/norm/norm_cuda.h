@@ -61,7 +61,6 @@ typedef struct frost__norm_plan {
     frost__kernel_key key, reduce_key;
     int reduce_threads; /* 32 positions x the reduce's slices of partial rows */
     int reduce_early;   /* the reduce is a programmatic dependent launch (runtime.h) */
-    int main_early;     /* so is the main kernel, after the stream's previous kernel */
     int64_t positions;  /* backward: a partial row's positions from register-resident rows
                            (lane order, NV * GROUP * VEC); cols for chunked keys */
     frost__kernel *kernel, *reduce;
@@ -79,6 +78,14 @@ typedef struct frost__norm_plan {
 /* Support and the whole configuration of p (device-independent), or
  * NOT_SUPPORTED with the constraint in why (norm_cuda_config.c). */
 frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_plan *plan, frost__buf *why);
+
+/* The backward's split of a segment of seg_rows rows between at most `slots` blocks:
+ * *blocks blocks of *per_block rows, the first *extra of them one more.  The ceil split
+ * (as few blocks as take ceil(seg_rows / slots) rows each), unless it leaves the last
+ * block short and `spread` is set: then every slot takes a block, the counts differing by
+ * one at most (norm_cuda_config.c). */
+void frost__norm_split_rows(int64_t seg_rows, int64_t slots, int spread, int64_t *per_block, int64_t *blocks,
+                            int64_t *extra);
 
 /* A FROST_NORM_TUNE override by name, else dflt (developer tuning;
  * norm_cuda_config.c). */

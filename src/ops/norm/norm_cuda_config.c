@@ -88,9 +88,9 @@ static const tile_rule tile_rules[2][3] = {
  * I/O: 0 computes x_hat as (x - mean) * rstd instead of one fma), ilp (forward: 1 sums a
  * thread's elements in 4 accumulators, NORM_ILP in norm_fwd.cu), even (forward persistent
  * grids: 1 as many row trips for every block, 0 one block per resident slot; norm_cuda.c),
- * pdl (backward: 0 launches the reduce kernel plainly instead of early; norm_cuda.c), mpdl
- * (1: the main kernel too, after the stream's previous kernel), bal (backward: 0 gives every
- * block of a segment the same rows but the last, instead of counts that differ by one). */
+ * pdl (backward: 0 launches the reduce kernel plainly instead of early; norm_cuda.c), bal
+ * (backward: 0 keeps the ceil split of a segment's rows where it leaves the last block
+ * short; norm_cuda.c). */
 int frost__norm_tune(const char *name, int dflt)
 {
     const char *env = getenv("FROST_NORM_TUNE");
@@ -291,8 +291,6 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
     plan->trips = plan->persistent ? 1 : frost__norm_tune("trips", ln_one_pass || ln_short ? 2 : 1);
     if (plan->trips < 1)
         plan->trips = 1;
-    /* a programmatic dependent launch (runtime.h): the kernel waits for the previous one */
-    plan->main_early = frost__norm_tune("mpdl", 0);
     plan->rows_per_block_groups = plan->block / plan->group;
     s = frost__adanorm_cuda_config(p, plan->rows_per_block_groups, &plan->ada, why);
     if (s != FROST_OK)
@@ -378,6 +376,27 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
         }
     }
     return FROST_OK;
+}
+
+void frost__norm_split_rows(int64_t seg_rows, int64_t slots, int spread, int64_t *per_block, int64_t *blocks,
+                            int64_t *extra)
+{
+    if (slots > seg_rows)
+        slots = seg_rows;
+    if (slots < 1)
+        slots = 1;
+    *per_block = frost__norm_ceil_div(seg_rows, slots);
+    *blocks = frost__norm_ceil_div(seg_rows, *per_block);
+    *extra = 0;
+    /* 8192 rows on 132 slots: 124 blocks of 62 rows and 8 of 63 instead of 130 of 63 and
+     * one of 2 (1.01-1.02x); an even split over fewer blocks stays: 4096 rows as 128 blocks
+     * of 32 ran 1.05x (LayerNorm, 16384 columns) the 132 blocks of 31 or 32 (2026-12-03
+     * evening sweeps, docs/PERF.md). */
+    if (spread && seg_rows % *per_block != 0) {
+        *blocks = slots;
+        *per_block = seg_rows / slots;
+        *extra = seg_rows % slots;
+    }
 }
 
 /* The key frost__norm_cuda_config() picks for p (the key list in norm_cuda_keys.c). */

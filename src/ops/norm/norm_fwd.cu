@@ -419,11 +419,6 @@ FROST_DEVICE void fwd_rows_chunked(const norm_fwd_params *p, const int vec, cons
 
 extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) norm_fwd_kernel(const __grid_constant__ norm_fwd_params p)
 {
-    /* Launched early (norm_cuda.c), the kernel may be scheduled while the stream's previous
-     * kernel ends; it waits for that one before any read or write.  It lets the next kernel
-     * be scheduled from its own start in turn. */
-    frost_allow_next_grid();
-    frost_wait_prior_grid();
 #if defined(LOOPED)
 #if VEC > 1
     if (p.vec_ok) {
