@@ -130,8 +130,8 @@ static frost_status norm_build(const frost_context *ctx, const frost__node *n, v
          * are per sample), at least one each. */
         const int64_t segments = p->rows / plan->ada.segment_rows;
         frost__norm_split_rows(plan->ada.segment_rows, segments > 0 ? frost__norm_ceil_div(grid, segments) : 1,
-                               frost__norm_tune("bal", 1), &plan->rows_per_block, &plan->blocks_per_segment,
-                               &plan->rows_extra);
+                               frost__norm_tune("bal", plan->blocks_per_sm == 1), &plan->rows_per_block,
+                               &plan->blocks_per_segment, &plan->rows_extra);
         grid = segments * plan->blocks_per_segment;
         plan->num_partials = grid * groups;
         /* register-resident rows store their sums in lane order, plan->positions of them

@@ -89,8 +89,8 @@ static const tile_rule tile_rules[2][3] = {
  * thread's elements in 4 accumulators, NORM_ILP in norm_fwd.cu), even (forward persistent
  * grids: 1 as many row trips for every block, 0 one block per resident slot; norm_cuda.c),
  * pdl (backward: 0 launches the reduce kernel plainly instead of early; norm_cuda.c), bal
- * (backward: 0 keeps the ceil split of a segment's rows where it leaves the last block
- * short; norm_cuda.c). */
+ * (backward: 1 spreads a segment's rows over every slot where the ceil split leaves the
+ * last block short, 0 never; the default spreads with one block an SM; norm_cuda.c). */
 int frost__norm_tune(const char *name, int dflt)
 {
     const char *env = getenv("FROST_NORM_TUNE");
@@ -388,10 +388,12 @@ void frost__norm_split_rows(int64_t seg_rows, int64_t slots, int spread, int64_t
     *per_block = frost__norm_ceil_div(seg_rows, slots);
     *blocks = frost__norm_ceil_div(seg_rows, *per_block);
     *extra = 0;
-    /* 8192 rows on 132 slots: 124 blocks of 62 rows and 8 of 63 instead of 130 of 63 and
-     * one of 2 (1.01-1.02x); an even split over fewer blocks stays: 4096 rows as 128 blocks
-     * of 32 ran 1.05x (LayerNorm, 16384 columns) the 132 blocks of 31 or 32 (2026-12-03
-     * evening sweeps, docs/PERF.md). */
+    /* The engine spreads where a slot is an SM (one block an SM): 8192 rows on 132 slots as
+     * 124 blocks of 62 rows and 8 of 63 ran 1.01-1.02x the 130 of 63 and one of 2.  With two
+     * blocks an SM the SM of a short block still has its other one, and spreading measured
+     * 0.98-1.00x.  An even split over fewer blocks stays: 4096 rows as 128 blocks of 32 ran
+     * 1.05x (LayerNorm, 16384 columns) the 132 blocks of 31 or 32 (2026-12-03 evening
+     * sweeps, docs/PERF.md). */
     if (spread && seg_rows % *per_block != 0) {
         *blocks = slots;
         *per_block = seg_rows / slots;
