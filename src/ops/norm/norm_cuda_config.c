@@ -241,10 +241,11 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
         plan->group = rule->looped_block;
         plan->nv = rule->looped_nv;
     }
-    /* RMSNorm forward rows of 769-1024 units (8192 bf16 columns) run as 256 threads x 4
-     * units rather than 512 x 2: 1.08x in sweep 3 (2026-12-02, docs/PERF.md); LayerNorm
-     * lost with it (0.94x). */
-    if (!p->backward && vector && !plan->looped && p->kind == FROST__NORM_RMS && plan->group == 512 && units > 768 &&
+    /* Forward rows of 769-1024 units (8192 bf16 columns) run as 256 threads x 4 units rather
+     * than 512 x 2: RMSNorm 1.08x in sweep 3 (2026-12-02, docs/PERF.md); LayerNorm 1.01-1.02x
+     * with launch bounds for three blocks (below; sweeps 28 and 30, 2026-12-03), 0.94x
+     * without.  AdaLayerNorm's per-sample rows keep 512 x 2. */
+    if (!p->backward && vector && !plan->looped && !p->per_sample_params && plan->group == 512 && units > 768 &&
         units <= 1024 && frost__norm_tune("group", 0) == 0 && frost__norm_tune("nv", 0) == 0) {
         plan->group = 256;
         plan->nv = (int)frost__norm_ceil_div(units, 256);
@@ -263,15 +264,15 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
      * units (8192 columns; 1.04x); LayerNorm rows that fill their row group on a one-pass grid
      * with 6 blocks (8 blocks measured 1.05-1.06x the persistent grid, and either change alone
      * nothing; 6 compiles without spills for every parameter dtype, 8 spills with f32 scale
-     * and bias, and ran 0.97-0.99x of 8 with bf16 ones in sweeps 15 and 17).  AdaLayerNorm's
-     * per-sample parameter rows keep the defaults. */
+     * and bias, and ran 0.97-0.99x of 8 with bf16 ones in sweeps 15 and 17), 3 for 256 x 4
+     * units (68-72 registers, no spills).  AdaLayerNorm's per-sample parameter rows keep the defaults. */
     const int narrow = !p->backward && vector && !plan->looped && plan->block == 256 && !p->per_sample_params;
     int minb = wide ? 2 : 0;
     if (narrow && p->kind == FROST__NORM_RMS)
         minb = plan->nv <= 2 ? 6 : 3;
     const int ln_one_pass = narrow && p->kind == FROST__NORM_LAYER && full_rows;
     if (ln_one_pass)
-        minb = 6;
+        minb = plan->nv <= 2 ? 6 : 3;
     plan->minb = frost__norm_tune("minb", minb);
     /* RMSNorm forward rows of up to 256 threads run as a plain grid, one row per row
      * group: the hardware's block scheduler overlaps short blocks better than the
