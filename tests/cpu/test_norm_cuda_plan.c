@@ -39,6 +39,7 @@ static const plan_case cases[] = {
     {"rms fwd 1024: 4 row groups a block", 1, 0, 65536, 1024, FROST_BF16, NULL, 64, 2, 0, 2, 0, "GROUP=64"},
     {"rms fwd 8192: 256 x 4 units, one-pass grid", 1, 0, 8192, 8192, FROST_BF16, NULL, 256, 4, 0, 2, 0, "MINB=3"},
     {"ln fwd 8192: 256 x 4 units, one-pass grid", 0, 0, 8192, 8192, FROST_BF16, NULL, 256, 4, 0, 2, 0, "MINB=3"},
+    {"ln fwd f32 4096: 512 x 2 units, persistent", 0, 0, 8192, 4096, FROST_F32, NULL, 512, 2, 0, 2, 1, "NV=2"},
     {"rms fwd 16384: 4 units, two blocks a SM, one-pass", 1, 0, 4096, 16384, FROST_BF16, NULL, 512, 4, 0, 2, 0,
      "MINB=2"},
     {"ln fwd 16384: 4 units, two blocks a SM, persistent", 0, 0, 4096, 16384, FROST_BF16, NULL, 512, 4, 0, 2, 1,

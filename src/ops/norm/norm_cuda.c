@@ -126,8 +126,14 @@ static frost_status norm_build(const frost_context *ctx, const frost__node *n, v
             grid = cap;
         if (grid < 1)
             grid = 1;
-        /* Spread that many blocks over the segments (one segment unless gradients
-         * are per sample), at least one each. */
+        /* Spread that many blocks over the segments (one segment unless gradients are per
+         * sample), at least one each.  A segment's rows spread over every slot where a slot
+         * is an SM (one block an SM) and the ceil split leaves its last block short: 8192 rows
+         * on 132 slots as 124 blocks of 62 rows and 8 of 63 ran 1.01-1.02x the 130 of 63 and
+         * one of 2.  With two blocks an SM the SM of a short block still has its other one,
+         * and spreading measured 0.98-1.00x.  An even split stays: 4096 rows as 128 blocks of
+         * 32 ran 1.05x (LayerNorm, 16384 columns) the 132 blocks of 31 or 32 (2026-12-03
+         * evening sweeps, docs/PERF.md). */
         const int64_t segments = p->rows / plan->ada.segment_rows;
         frost__norm_split_rows(plan->ada.segment_rows, segments > 0 ? frost__norm_ceil_div(grid, segments) : 1,
                                frost__norm_tune("bal", plan->blocks_per_sm == 1), &plan->rows_per_block,

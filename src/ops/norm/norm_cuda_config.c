@@ -243,10 +243,11 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
     }
     /* Forward rows of 769-1024 units (8192 bf16 columns) run as 256 threads x 4 units rather
      * than 512 x 2: RMSNorm 1.08x in sweep 3 (2026-12-02, docs/PERF.md); LayerNorm 1.01-1.02x
-     * with launch bounds for three blocks (below; sweeps 28 and 30, 2026-12-03), 0.94x
-     * without.  AdaLayerNorm's per-sample rows keep 512 x 2. */
-    if (!p->backward && vector && !plan->looped && !p->per_sample_params && plan->group == 512 && units > 768 &&
-        units <= 1024 && frost__norm_tune("group", 0) == 0 && frost__norm_tune("nv", 0) == 0) {
+     * with launch bounds for three blocks (below; 16-bit I/O, sweeps 28 and 30, 2026-12-03),
+     * 0.94x without.  AdaLayerNorm's per-sample rows keep 512 x 2. */
+    if (!p->backward && vector && !plan->looped && (p->kind == FROST__NORM_RMS || io_bytes == 2) &&
+        !p->per_sample_params && plan->group == 512 && units > 768 && units <= 1024 &&
+        frost__norm_tune("group", 0) == 0 && frost__norm_tune("nv", 0) == 0) {
         plan->group = 256;
         plan->nv = (int)frost__norm_ceil_div(units, 256);
     }
@@ -265,7 +266,8 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
      * with 6 blocks (8 blocks measured 1.05-1.06x the persistent grid, and either change alone
      * nothing; 6 compiles without spills for every parameter dtype, 8 spills with f32 scale
      * and bias, and ran 0.97-0.99x of 8 with bf16 ones in sweeps 15 and 17), 3 for 256 x 4
-     * units (68-72 registers, no spills).  AdaLayerNorm's per-sample parameter rows keep the defaults. */
+     * units (68-72 registers, no spills).  AdaLayerNorm's per-sample parameter rows keep the
+     * defaults. */
     const int narrow = !p->backward && vector && !plan->looped && plan->block == 256 && !p->per_sample_params;
     int minb = wide ? 2 : 0;
     if (narrow && p->kind == FROST__NORM_RMS)
@@ -389,12 +391,6 @@ void frost__norm_split_rows(int64_t seg_rows, int64_t slots, int spread, int64_t
     *per_block = frost__norm_ceil_div(seg_rows, slots);
     *blocks = frost__norm_ceil_div(seg_rows, *per_block);
     *extra = 0;
-    /* The engine spreads where a slot is an SM (one block an SM): 8192 rows on 132 slots as
-     * 124 blocks of 62 rows and 8 of 63 ran 1.01-1.02x the 130 of 63 and one of 2.  With two
-     * blocks an SM the SM of a short block still has its other one, and spreading measured
-     * 0.98-1.00x.  An even split over fewer blocks stays: 4096 rows as 128 blocks of 32 ran
-     * 1.05x (LayerNorm, 16384 columns) the 132 blocks of 31 or 32 (2026-12-03 evening
-     * sweeps, docs/PERF.md). */
     if (spread && seg_rows % *per_block != 0) {
         *blocks = slots;
         *per_block = seg_rows / slots;
