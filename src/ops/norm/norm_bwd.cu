@@ -36,7 +36,8 @@
  * memory (each column of that row has one owner thread, so this is race-free and
  * deterministic too).
  *
- * Extra defines: ZERO_CENTERED, LOOPED, STAGES, DSCALE (produce d_scale partials), DBIAS,
+ * Extra defines: ZERO_CENTERED, LOOPED, STAGES, BWD_CLUSTER (blocks a cluster: staged rows of
+ * one row group a block store one partial row per cluster), DSCALE (produce d_scale partials), DBIAS,
  * PER_SAMPLE (scale read through scale_map).
  */
 #include "norm_kernel.cuh"
@@ -332,6 +333,79 @@ FROST_DEVICE void bwd_process_staged(const norm_bwd_params *p, const norm_cell *
     }
 }
 
+#if defined(BWD_CLUSTER) && ROWS_PER_BLOCK == 1 && __CUDA_ARCH__ >= 900
+/* Staged rows in thread-block clusters of BWD_CLUSTER blocks (sm_90; compiled for an older
+ * architecture the key stores a partial row per block, and the host expects that there) end
+ * with one partial row per cluster: each block puts its sums, in lane order, into its
+ * drained ring (2 * BLOCK * ELEMS floats fit in its 2 * STAGES * NV * BLOCK cells of 16
+ * bytes); after a cluster barrier block r adds slice r of the positions over the cluster's
+ * blocks, rank 0 first (distributed shared memory), and stores it to partial row
+ * blockIdx.x / BWD_CLUSTER; a second barrier keeps every block's shared memory until the
+ * others have read it.  So the reduce kernel reads BWD_CLUSTER times fewer partial rows, in
+ * a fixed order as before. */
+#define BWD_CLUSTER_DIMS __cluster_dims__(BWD_CLUSTER, 1, 1)
+FROST_DEVICE void bwd_cluster_sync(void)
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+FROST_DEVICE unsigned bwd_cluster_rank(void)
+{
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+/* 16 bytes at `local`'s place in the shared memory of the cluster's block `rank` */
+FROST_DEVICE float4 bwd_ld_cluster_v4(const float *local, unsigned rank)
+{
+    uint32_t remote;
+    float4 v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                 : "=r"(remote)
+                 : "r"((uint32_t)__cvta_generic_to_shared(local)), "r"(rank));
+    asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(remote)
+                 : "memory");
+    return v;
+}
+
+FROST_DEVICE void bwd_store_cluster_partials(const norm_bwd_params *p, float *sm, const float *acc_w,
+                                             const float *acc_b, int lane)
+{
+    const int positions = ELEMS * GROUP; /* lane-order positions (GROUP == BLOCK) */
+    __syncthreads();                     /* every thread's ring reads are done */
+#pragma unroll
+    for (int i = 0; i < ELEMS; i++) {
+        sm[i * GROUP + lane] = acc_w[i];
+        sm[positions + i * GROUP + lane] = acc_b[i];
+    }
+    bwd_cluster_sync();
+    const int64_t row = blockIdx.x / BWD_CLUSTER;
+    float *out_w = p->partial_scale ? p->partial_scale + row * p->partial_stride : 0;
+    float *out_b = p->partial_bias ? p->partial_bias + row * p->partial_stride : 0;
+    const int slice = positions / BWD_CLUSTER, first = (int)bwd_cluster_rank() * slice;
+    for (int pos = first + 4 * threadIdx.x; pos < first + slice; pos += 4 * BLOCK) {
+        float4 w = make_float4(0.0f, 0.0f, 0.0f, 0.0f), b = w;
+#pragma unroll
+        for (unsigned r = 0; r < BWD_CLUSTER; r++) {
+            if (out_w) {
+                const float4 v = bwd_ld_cluster_v4(sm + pos, r);
+                w.x += v.x, w.y += v.y, w.z += v.z, w.w += v.w;
+            }
+            if (out_b) {
+                const float4 v = bwd_ld_cluster_v4(sm + positions + pos, r);
+                b.x += v.x, b.y += v.y, b.z += v.z, b.w += v.w;
+            }
+        }
+        if (out_w)
+            *(float4 *)(out_w + pos) = w;
+        if (out_b)
+            *(float4 *)(out_b + pos) = b;
+    }
+    bwd_cluster_sync();
+}
+#endif
+
 #if ROWS_PER_BLOCK > 1
 /* Staged rows of several row groups a block end with one partial row per block: the groups'
  * sums, in lane order, meet in shared memory (the drained ring: 2 * BLOCK * ELEMS floats fit
@@ -415,6 +489,8 @@ FROST_DEVICE void bwd_rows_staged(const norm_bwd_params *p)
     norm_cp_async_drain();
 #if ROWS_PER_BLOCK > 1
     bwd_store_block_partials(p, (float *)ring, acc_w, acc_b, group, lane);
+#elif defined(BWD_CLUSTER_DIMS)
+    bwd_store_cluster_partials(p, (float *)ring, acc_w, acc_b, lane);
 #else
     bwd_store_partials(p, acc_w, acc_b, lane, VEC, NV);
 #endif
@@ -522,7 +598,12 @@ FROST_DEVICE void bwd_rows_chunked(const norm_bwd_params *p, const int vec, cons
 }
 #endif
 
-extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) norm_bwd_kernel(const __grid_constant__ norm_bwd_params p)
+#if !defined(BWD_CLUSTER_DIMS)
+#define BWD_CLUSTER_DIMS
+#endif
+
+extern "C" __global__ void BWD_CLUSTER_DIMS __launch_bounds__(BLOCK, MIN_BLOCKS)
+    norm_bwd_kernel(const __grid_constant__ norm_bwd_params p)
 {
     /* Every block lets the reduce kernel (launched early, norm_cuda.c) be scheduled from its
      * start: once the last block of this grid has started, the reduce's blocks take the SMs'

@@ -138,6 +138,10 @@ static frost_status norm_build(const frost_context *ctx, const frost__node *n, v
         frost__norm_split_rows(plan->ada.segment_rows, segments > 0 ? frost__norm_ceil_div(grid, segments) : 1,
                                frost__norm_tune("bal", plan->blocks_per_sm == 1), &plan->rows_per_block,
                                &plan->blocks_per_segment, &plan->rows_extra);
+        /* clusters merge their blocks' partial rows (norm_bwd.cu, sm_90; one segment): as many
+         * blocks as whole clusters take, the last ones without rows when the split has fewer */
+        plan->cluster = plan->cluster_key > 1 && dev->cc_major >= 9 ? plan->cluster_key : 1;
+        plan->blocks_per_segment = frost__norm_ceil_div(plan->blocks_per_segment, plan->cluster) * plan->cluster;
         grid = segments * plan->blocks_per_segment;
         plan->num_partials = grid * groups;
         /* register-resident rows store their sums in lane order, plan->positions of them
@@ -196,11 +200,13 @@ static frost_status launch_reduce(const frost_context *ctx, const frost__norm_pl
     return frost__launch(ctx->device, plan->reduce, &dims, args, stream);
 }
 
-/* Partial rows a backward block writes: one when its staged row groups add their sums in
- * shared memory first (lane-order rows, norm_bwd.cu), else one per row group. */
-static int64_t partials_per_block(const frost__norm_plan *plan, int lane_order)
+/* Partial rows of one segment: a block writes one when its staged row groups add their sums
+ * in shared memory first (lane-order rows, norm_bwd.cu), a cluster one when its blocks merge
+ * theirs (plan->cluster), else every row group one. */
+static int64_t partials_per_segment(const frost__norm_plan *plan, int lane_order)
 {
-    return lane_order && plan->stages > 1 ? 1 : plan->rows_per_block_groups;
+    const int staged = lane_order && plan->stages > 1;
+    return staged ? plan->blocks_per_segment / plan->cluster : plan->blocks_per_segment * plan->rows_per_block_groups;
 }
 
 static frost_status fwd_execute(const frost_context *ctx, const frost__node *n, const void *plan_ptr, void *const *ptrs,
@@ -292,8 +298,7 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
     if (pairs > 0) {
         norm_reduce_params rp;
         memset(&rp, 0, sizeof rp);
-        const int64_t per_block = partials_per_block(plan, lane_order);
-        const int64_t per_out = plan->blocks_per_segment * per_block; /* partial rows per segment */
+        const int64_t per_out = partials_per_segment(plan, lane_order);
         int64_t out_rows = 0;
         int i = 0;
         for (int k = 0; k < 2; k++) {
@@ -311,7 +316,7 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
             i++;
         }
         rp.partial_stride = plan->partial_stride;
-        rp.num_partials = p->rows > 0 ? (int32_t)(plan->grid * per_block) : 0;
+        rp.num_partials = p->rows > 0 ? (int32_t)(plan->grid / plan->blocks_per_segment * per_out) : 0;
         rp.cols = (int32_t)p->cols;
         rp.lanes = lane_order ? plan->group : 1;
         rp.vec = lane_order ? plan->vec : 1;
@@ -346,16 +351,16 @@ static void norm_describe_plan(const void *plan_ptr, frost__buf *out)
         frost__buf_printf(out, "; per-sample parameter rows: scale %lld, bias %lld", (long long)plan->ada.scale.count,
                           (long long)plan->ada.bias.count);
     if (plan->backward && (plan->want_dscale || plan->want_dbias)) {
-        frost__buf_printf(out,
-                          "; d_scale/d_bias: %lld partial rows of column sums "
-                          "(%lld rows per block",
-                          (long long)(plan->grid * partials_per_block(plan, !plan->looped)),
-                          (long long)plan->rows_per_block);
+        const int64_t partials = plan->grid / plan->blocks_per_segment * partials_per_segment(plan, !plan->looped);
+        frost__buf_printf(out, "; d_scale/d_bias: %lld partial rows of column sums (%lld rows per block",
+                          (long long)partials, (long long)plan->rows_per_block);
         if (plan->rows_extra > 0)
             frost__buf_printf(out, ", %lld in the first %lld blocks of a segment",
                               (long long)(plan->rows_per_block + 1), (long long)plan->rows_extra);
         if (plan->stages > 1 && plan->rows_per_block_groups > 1)
             frost__buf_printf(out, ", the block's row groups added in shared memory");
+        if (plan->stages > 1 && plan->cluster > 1)
+            frost__buf_printf(out, ", clusters of %d blocks merging theirs", plan->cluster);
         if (plan->ada.out_rows[0] > 1 || plan->ada.out_rows[1] > 1)
             frost__buf_printf(out, ", segments of %lld rows; parameter rows: d_scale %lld, d_bias %lld",
                               (long long)plan->ada.segment_rows, (long long)plan->ada.out_rows[0],

@@ -61,11 +61,13 @@ typedef struct frost__norm_plan {
     frost__kernel_key key, reduce_key;
     int reduce_threads; /* 32 positions x the reduce's slices of partial rows */
     int reduce_early;   /* the reduce is a programmatic dependent launch (runtime.h) */
+    int cluster_key;    /* backward: BWD_CLUSTER of the key (0: none) */
     int64_t positions;  /* backward: a partial row's positions from register-resident rows
                            (lane order, NV * GROUP * VEC); cols for chunked keys */
     frost__kernel *kernel, *reduce;
     /* set by build */
     int blocks_per_sm;
+    int cluster; /* backward: blocks whose partial rows merge (BWD_CLUSTER on sm_90, else 1) */
     unsigned grid;
     int64_t rows_per_block; /* backward: contiguous rows per block, */
     int64_t rows_extra;     /* one more for the first rows_extra blocks of a segment */

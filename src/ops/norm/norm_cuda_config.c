@@ -362,6 +362,14 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
             frost__key_define(k, "DSCALE", NULL);
         if (plan->want_dbias)
             frost__key_define(k, "DBIAS", NULL);
+        /* Staged rows of one row group a block (LayerNorm / RMSNorm) run in clusters of
+         * `bcl` blocks that merge their partial rows (norm_bwd.cu; sm_90, norm_cuda.c) */
+        const int cluster = frost__norm_tune("bcl", 2);
+        if (plan->stages > 1 && plan->vec > 1 && !plan->looped && plan->block == plan->group &&
+            !p->per_sample_params && (cluster == 2 || cluster == 4 || cluster == 8)) {
+            frost__key_define(k, "BWD_CLUSTER", "%d", cluster);
+            plan->cluster_key = cluster;
+        }
         frost__key_init(&plan->reduce_key, REDUCE_SOURCE, "norm_bwd_reduce_kernel");
         /* The reduce's grid has a block per 32 positions and pair, so narrow rows leave most
          * SMs idle; more slices of partial rows a block (fewer dependent loads a thread) pay
