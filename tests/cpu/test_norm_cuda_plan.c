@@ -54,6 +54,8 @@ static const plan_case cases[] = {
     {"rms fwd 1001: scalar path, no ring", 1, 0, 512, 1001, FROST_BF16, NULL, 128, 8, 0, 0, 0, "VEC=1"},
     {"tune: stages=3,persist=1", 1, 0, 16384, 4096, FROST_BF16, "stages=3,persist=1", 256, 2, 0, 3, 1, "STAGES=3"},
     {"tune: l2=1 reaches the key", 0, 1, 16384, 4096, FROST_BF16, "l2=1", 256, 2, 0, 2, 1, "L2_256"},
+    {"tune: bcl=0 keeps backward blocks apart", 0, 1, 16384, 4096, FROST_BF16, "bcl=0", 256, 2, 0, 2, 1, NULL},
+    {"tune: bcl=4 on 512-thread rows", 1, 1, 8192, 8192, FROST_BF16, "bcl=4", 512, 2, 0, 2, 1, "BWD_CLUSTER=4"},
     {"tune: nv=4 on 4096", 1, 0, 16384, 4096, FROST_BF16, "nv=4", 128, 4, 0, 2, 0, "NV=4"},
     {"tune: stages=0 is register prefetch", 0, 0, 8192, 8192, FROST_BF16, "stages=0", 256, 4, 0, 0, 0, NULL},
     {"tune: persist=0 on a backward is ignored", 1, 1, 16384, 4096, FROST_BF16, "persist=0", 256, 2, 0, 2, 1, NULL},
@@ -192,6 +194,18 @@ static void run_case(int index, const plan_case *c)
             /* the reduce is a programmatic dependent launch unless pdl=0 */
             if (plan.reduce_early != !(c->tune && strstr(c->tune, "pdl=0")))
                 tu_failf("reduce_early %d", plan.reduce_early);
+            /* staged rows of one 256-thread row group a block merge partial rows in clusters
+             * of two (sm_90), unless bcl says otherwise */
+            const int staged_one = plan.stages > 1 && plan.vec > 1 && !plan.looped && plan.block == plan.group;
+            const int want_cluster = c->tune && strstr(c->tune, "bcl=") ? atoi(strstr(c->tune, "bcl=") + 4)
+                                     : staged_one && plan.block == 256 ? 2
+                                                                       : 0;
+            char cl[32];
+            snprintf(cl, sizeof cl, "BWD_CLUSTER=%d", want_cluster);
+            if ((want_cluster > 1 && staged_one) ? !strstr(k, cl) : strstr(k, "BWD_CLUSTER") != NULL)
+                tu_failf("key %s: expected %s", k, want_cluster > 1 && staged_one ? cl : "no BWD_CLUSTER");
+            if (plan.cluster_key != (want_cluster > 1 && staged_one ? want_cluster : 0))
+                tu_failf("cluster_key %d", plan.cluster_key);
         }
         /* LayerNorm forward rows of 256-thread blocks that fill the group or are short (up to 2
          * units a thread) run a one-pass grid of two rows a row group; others stay persistent */

@@ -362,9 +362,12 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
             frost__key_define(k, "DSCALE", NULL);
         if (plan->want_dbias)
             frost__key_define(k, "DBIAS", NULL);
-        /* Staged rows of one row group a block (LayerNorm / RMSNorm) run in clusters of
-         * `bcl` blocks that merge their partial rows (norm_bwd.cu; sm_90, norm_cuda.c) */
-        const int cluster = frost__norm_tune("bcl", 2);
+        /* Staged rows of one 256-thread row group a block (LayerNorm / RMSNorm; two blocks an
+         * SM) run in clusters of two blocks that merge their partial rows (norm_bwd.cu; sm_90,
+         * norm_cuda.c): 1.00-1.02x at 16384 and 32768 rows of 4096 columns, 2026-12-03 18:03
+         * UTC; 512-thread rows (one block an SM) measured 0.99-1.00x at 8192 and 16384
+         * columns and 0.99x at 12288, and clusters of four 0.55-0.72x (docs/PERF.md). */
+        const int cluster = frost__norm_tune("bcl", plan->block == 256 ? 2 : 0);
         if (plan->stages > 1 && plan->vec > 1 && !plan->looped && plan->block == plan->group &&
             !p->per_sample_params && (cluster == 2 || cluster == 4 || cluster == 8)) {
             frost__key_define(k, "BWD_CLUSTER", "%d", cluster);
