@@ -90,7 +90,8 @@ static const tile_rule tile_rules[2][3] = {
  * grids: 1 as many row trips for every block, 0 one block per resident slot; norm_cuda.c),
  * pdl (backward: 0 launches the reduce kernel plainly instead of early; norm_cuda.c), bal
  * (backward: 1 spreads a segment's rows over every slot where the ceil split leaves the
- * last block short, 0 never; the default spreads with one block an SM; norm_cuda.c). */
+ * last block short, 0 never; the default spreads with one block an SM; norm_cuda.c), bcl
+ * (backward: blocks a cluster that merge their partial rows, 0 / 2 / 4 / 8). */
 int frost__norm_tune(const char *name, int dflt)
 {
     const char *env = getenv("FROST_NORM_TUNE");
