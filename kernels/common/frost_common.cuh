@@ -90,6 +90,78 @@ FROST_DEVICE frost_io frost_from_float(float f) { return frost_float_to_bf16(f);
 #define FROST_PACK2 frost_pack_bf16x2
 #endif
 
+/* ---- thread-block clusters (sm_90) ----
+ * frost_cluster_arrive / _wait: the two halves of a cluster barrier (release, acquire), so a
+ * block can work between them; frost_cluster_sync: both.  frost_ld_cluster_v4 / _v2: 16 (or
+ * 8) bytes at `local`'s place in the shared memory of the cluster's block `rank`.
+ * frost_cluster_rank: this block's rank in its cluster.  Compiled for an older
+ * architecture they trap: the host never selects a cluster key there. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+FROST_DEVICE void frost_cluster_arrive(void)
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+FROST_DEVICE void frost_cluster_wait(void)
+{
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+FROST_DEVICE void frost_ld_cluster_v4(float v[4], const float *local, unsigned rank)
+{
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                 : "=r"(remote)
+                 : "r"((uint32_t)__cvta_generic_to_shared(local)), "r"(rank));
+    asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];"
+                 : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
+                 : "r"(remote)
+                 : "memory");
+}
+FROST_DEVICE void frost_ld_cluster_v2(float v[2], const float *local, unsigned rank)
+{
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                 : "=r"(remote)
+                 : "r"((uint32_t)__cvta_generic_to_shared(local)), "r"(rank));
+    asm volatile("ld.shared::cluster.v2.f32 {%0,%1}, [%2];" : "=f"(v[0]), "=f"(v[1]) : "r"(remote) : "memory");
+}
+FROST_DEVICE unsigned frost_cluster_rank(void)
+{
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+#else
+FROST_DEVICE void frost_cluster_arrive(void)
+{
+    __trap();
+}
+FROST_DEVICE void frost_cluster_wait(void)
+{
+    __trap();
+}
+FROST_DEVICE void frost_ld_cluster_v4(float v[4], const float *local, unsigned rank)
+{
+    (void)local, (void)rank;
+    v[0] = v[1] = v[2] = v[3] = 0.0f;
+    __trap();
+}
+FROST_DEVICE void frost_ld_cluster_v2(float v[2], const float *local, unsigned rank)
+{
+    (void)local, (void)rank;
+    v[0] = v[1] = 0.0f;
+    __trap();
+}
+FROST_DEVICE unsigned frost_cluster_rank(void)
+{
+    return 0;
+}
+#endif
+FROST_DEVICE void frost_cluster_sync(void)
+{
+    frost_cluster_arrive();
+    frost_cluster_wait();
+}
+
 /* ---- programmatic dependent launch (sm_90+; runtime.h's frost__launch_dims.early) ----
  * frost_allow_next_grid: this block no longer holds back the stream's next kernel, if that
  * one was launched early (it may then be scheduled, once every block of this grid has

@@ -42,65 +42,6 @@
 #error "the cluster path is GroupNorm / InstanceNorm, NHWC, with CLUSTER defined"
 #endif
 
-/* ---- cluster PTX ------------------------------------------------------------------------- */
-#if __CUDA_ARCH__ >= 900
-FROST_DEVICE void cc_cluster_arrive(void)
-{
-    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-}
-FROST_DEVICE void cc_cluster_wait(void)
-{
-    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-/* 16 (or 8) bytes of block `rank`'s shared memory at the address `local` has in this block. */
-FROST_DEVICE void cc_ld_remote_v4(float v[4], const float *local, unsigned rank)
-{
-    uint32_t remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(cn_smem_addr(local)), "r"(rank));
-    asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];"
-                 : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
-                 : "r"(remote)
-                 : "memory");
-}
-FROST_DEVICE void cc_ld_remote_v2(float v[2], const float *local, unsigned rank)
-{
-    uint32_t remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(cn_smem_addr(local)), "r"(rank));
-    asm volatile("ld.shared::cluster.v2.f32 {%0,%1}, [%2];" : "=f"(v[0]), "=f"(v[1]) : "r"(remote) : "memory");
-}
-FROST_DEVICE unsigned cc_rank(void)
-{
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-#else /* the host never selects this path below sm_90 */
-FROST_DEVICE void cc_cluster_arrive(void)
-{
-    __trap();
-}
-FROST_DEVICE void cc_cluster_wait(void)
-{
-    __trap();
-}
-FROST_DEVICE void cc_ld_remote_v4(float v[4], const float *local, unsigned rank)
-{
-    (void)local, (void)rank;
-    v[0] = v[1] = v[2] = v[3] = 0.0f;
-    __trap();
-}
-FROST_DEVICE void cc_ld_remote_v2(float v[2], const float *local, unsigned rank)
-{
-    (void)local, (void)rank;
-    v[0] = v[1] = 0.0f;
-    __trap();
-}
-FROST_DEVICE unsigned cc_rank(void)
-{
-    return 0;
-}
-#endif
-
 /* Compiled for an older architecture (frost-precompile's cover of sm_80), the kernels keep
  * no cluster shape and trap. */
 #if __CUDA_ARCH__ >= 900
@@ -108,12 +49,6 @@ FROST_DEVICE unsigned cc_rank(void)
 #else
 #define CC_CLUSTER_DIMS
 #endif
-
-FROST_DEVICE void cc_cluster_sync(void)
-{
-    cc_cluster_arrive();
-    cc_cluster_wait();
-}
 
 /* ---- shared memory and the thread's place ------------------------------------------------ */
 typedef struct cc_smem {
@@ -213,12 +148,12 @@ FROST_DEVICE void cc_stats(const cnorm_params *p, const cnorm_tile *tl, const cc
         float *r = m->rec + 4 * j;
         r[0] = n * (float)cg, r[1] = mean, r[2] = fmaxf(m2, 0.0f), r[3] = 0.0f;
     }
-    cc_cluster_sync();
+    frost_cluster_sync();
     for (int j = threadIdx.x; j < p->sets; j += CNC_THREADS) {
         cnorm_stat st = cn_stat_zero();
         for (int i = 0; i < CLUSTER; i++) {
             float v[4];
-            cc_ld_remote_v4(v, m->rec + 4 * j, (unsigned)i);
+            frost_ld_cluster_v4(v, m->rec + 4 * j, (unsigned)i);
             cnorm_stat o = cn_stat_zero();
             o.count = v[0], o.mean = v[1], o.m2 = v[2];
             st = cn_merge(st, o);
@@ -237,7 +172,7 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
     cc_carve(&p, (unsigned char *)cnorm_smem, 1, &m);
     const cnorm_tile tl = cn_tile(&p, blockIdx.x);
     const cc_map w = cc_map_make(&p);
-    const bool leader = cc_rank() == 0;
+    const bool leader = frost_cluster_rank() == 0;
     cc_load(&p, &tl, &w, (const frost_io *)p.x, p.x_sn, m.x);
     /* the per-channel parameters while the tile lands: ch2 = w_eff, ch3 = bias */
     for (int cl = threadIdx.x; cl < p.cw; cl += CNC_THREADS) {
@@ -248,7 +183,7 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
     cn_cp_async_wait_all();
     __syncthreads();
     cc_stats(&p, &tl, &w, &m);
-    cc_cluster_arrive(); /* this block is done reading the others' records */
+    frost_cluster_arrive(); /* this block is done reading the others' records */
     for (int j = threadIdx.x; j < p.sets; j += CNC_THREADS) {
         const float mean = m.fin[2 * j], var = m.fin[2 * j + 1] * p.inv_m, rstd = rsqrtf(var + p.eps);
         m.fin[2 * j + 1] = rstd;
@@ -286,7 +221,7 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
             cc_store(&p, g, v);
         }
     }
-    cc_cluster_wait(); /* no block leaves while another may still read its records */
+    frost_cluster_wait(); /* no block leaves while another may still read its records */
 }
 
 /* ---- backward --------------------------------------------------------------------------- */
@@ -368,12 +303,12 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
         m.recb[2 * j] = sa;
         m.recb[2 * j + 1] = sb;
     }
-    cc_cluster_sync(); /* A, B out; with recompute, everyone is also done reading rec */
+    frost_cluster_sync(); /* A, B out; with recompute, everyone is also done reading rec */
     for (int j = tid; j < p.sets; j += CNC_THREADS) {
         float sa = 0.0f, sb = 0.0f;
         for (int i = 0; i < CLUSTER; i++) {
             float v[2];
-            cc_ld_remote_v2(v, m.recb + 2 * j, (unsigned)i);
+            frost_ld_cluster_v2(v, m.recb + 2 * j, (unsigned)i);
             sa += v[0];
             sb += v[1];
         }
@@ -382,7 +317,7 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
         m.rec[4 * j] = cx;
         m.rec[4 * j + 1] = fmaf(m.fin[2 * j], cx, -r * sa * p.inv_m);
     }
-    cc_cluster_arrive(); /* done reading the others' A, B (rec is this block's own from here) */
+    frost_cluster_arrive(); /* done reading the others' A, B (rec is this block's own from here) */
     __syncthreads();
     for (int cl = tid; cl < p.cw; cl += CNC_THREADS) {
         const int j = cl / cg;
@@ -413,5 +348,5 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
             cc_store(&p, g, vx);
         }
     }
-    cc_cluster_wait();
+    frost_cluster_wait();
 }

@@ -344,30 +344,6 @@ FROST_DEVICE void bwd_process_staged(const norm_bwd_params *p, const norm_cell *
  * others have read it.  So the reduce kernel reads BWD_CLUSTER times fewer partial rows, in
  * a fixed order as before. */
 #define BWD_CLUSTER_DIMS __cluster_dims__(BWD_CLUSTER, 1, 1)
-FROST_DEVICE void bwd_cluster_sync(void)
-{
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-FROST_DEVICE unsigned bwd_cluster_rank(void)
-{
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-/* 16 bytes at `local`'s place in the shared memory of the cluster's block `rank` */
-FROST_DEVICE float4 bwd_ld_cluster_v4(const float *local, unsigned rank)
-{
-    uint32_t remote;
-    float4 v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-                 : "=r"(remote)
-                 : "r"((uint32_t)__cvta_generic_to_shared(local)), "r"(rank));
-    asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "r"(remote)
-                 : "memory");
-    return v;
-}
 
 FROST_DEVICE void bwd_store_cluster_partials(const norm_bwd_params *p, float *sm, const float *acc_w,
                                              const float *acc_b, int lane)
@@ -379,22 +355,23 @@ FROST_DEVICE void bwd_store_cluster_partials(const norm_bwd_params *p, float *sm
         sm[i * GROUP + lane] = acc_w[i];
         sm[positions + i * GROUP + lane] = acc_b[i];
     }
-    bwd_cluster_sync();
+    frost_cluster_sync();
     const int64_t row = blockIdx.x / BWD_CLUSTER;
     float *out_w = p->partial_scale ? p->partial_scale + row * p->partial_stride : 0;
     float *out_b = p->partial_bias ? p->partial_bias + row * p->partial_stride : 0;
-    const int slice = positions / BWD_CLUSTER, first = (int)bwd_cluster_rank() * slice;
+    const int slice = positions / BWD_CLUSTER, first = (int)frost_cluster_rank() * slice;
     for (int pos = first + 4 * threadIdx.x; pos < first + slice; pos += 4 * BLOCK) {
         float4 w = make_float4(0.0f, 0.0f, 0.0f, 0.0f), b = w;
 #pragma unroll
         for (unsigned r = 0; r < BWD_CLUSTER; r++) {
+            float v[4];
             if (out_w) {
-                const float4 v = bwd_ld_cluster_v4(sm + pos, r);
-                w.x += v.x, w.y += v.y, w.z += v.z, w.w += v.w;
+                frost_ld_cluster_v4(v, sm + pos, r);
+                w.x += v[0], w.y += v[1], w.z += v[2], w.w += v[3];
             }
             if (out_b) {
-                const float4 v = bwd_ld_cluster_v4(sm + positions + pos, r);
-                b.x += v.x, b.y += v.y, b.z += v.z, b.w += v.w;
+                frost_ld_cluster_v4(v, sm + positions + pos, r);
+                b.x += v[0], b.y += v[1], b.z += v[2], b.w += v[3];
             }
         }
         if (out_w)
@@ -402,7 +379,7 @@ FROST_DEVICE void bwd_store_cluster_partials(const norm_bwd_params *p, float *sm
         if (out_b)
             *(float4 *)(out_b + pos) = b;
     }
-    bwd_cluster_sync();
+    frost_cluster_sync();
 }
 #endif
 

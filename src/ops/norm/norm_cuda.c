@@ -143,12 +143,12 @@ static frost_status norm_build(const frost_context *ctx, const frost__node *n, v
         plan->cluster = plan->cluster_key > 1 && dev->cc_major >= 9 ? plan->cluster_key : 1;
         plan->blocks_per_segment = frost__norm_ceil_div(plan->blocks_per_segment, plan->cluster) * plan->cluster;
         grid = segments * plan->blocks_per_segment;
-        plan->num_partials = grid * groups;
         /* register-resident rows store their sums in lane order, plan->positions of them
-         * (norm_reduce_params); the chunked paths in column order, cols */
+         * (norm_reduce_params); the chunked paths in column order, cols.  The buffer holds a
+         * row per row group, the most any path writes (partials_per_segment below). */
         plan->partial_stride = ((plan->positions > p->cols ? plan->positions : p->cols) + 7) / 8 * 8;
         plan->partial_bytes =
-            ((size_t)plan->num_partials * (size_t)plan->partial_stride * sizeof(float) + 255) / 256 * 256;
+            ((size_t)(grid * groups) * (size_t)plan->partial_stride * sizeof(float) + 255) / 256 * 256;
     }
     plan->grid = (unsigned)grid;
     return FROST_OK;
@@ -207,6 +207,12 @@ static int64_t partials_per_segment(const frost__norm_plan *plan, int lane_order
 {
     const int staged = lane_order && plan->stages > 1;
     return staged ? plan->blocks_per_segment / plan->cluster : plan->blocks_per_segment * plan->rows_per_block_groups;
+}
+
+/* Partial rows of the whole grid (its segments' in turn). */
+static int64_t partial_rows(const frost__norm_plan *plan, int lane_order)
+{
+    return plan->grid / plan->blocks_per_segment * partials_per_segment(plan, lane_order);
 }
 
 static frost_status fwd_execute(const frost_context *ctx, const frost__node *n, const void *plan_ptr, void *const *ptrs,
@@ -316,7 +322,7 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
             i++;
         }
         rp.partial_stride = plan->partial_stride;
-        rp.num_partials = p->rows > 0 ? (int32_t)(plan->grid / plan->blocks_per_segment * per_out) : 0;
+        rp.num_partials = p->rows > 0 ? (int32_t)partial_rows(plan, lane_order) : 0;
         rp.cols = (int32_t)p->cols;
         rp.lanes = lane_order ? plan->group : 1;
         rp.vec = lane_order ? plan->vec : 1;
@@ -351,9 +357,8 @@ static void norm_describe_plan(const void *plan_ptr, frost__buf *out)
         frost__buf_printf(out, "; per-sample parameter rows: scale %lld, bias %lld", (long long)plan->ada.scale.count,
                           (long long)plan->ada.bias.count);
     if (plan->backward && (plan->want_dscale || plan->want_dbias)) {
-        const int64_t partials = plan->grid / plan->blocks_per_segment * partials_per_segment(plan, !plan->looped);
         frost__buf_printf(out, "; d_scale/d_bias: %lld partial rows of column sums (%lld rows per block",
-                          (long long)partials, (long long)plan->rows_per_block);
+                          (long long)partial_rows(plan, !plan->looped), (long long)plan->rows_per_block);
         if (plan->rows_extra > 0)
             frost__buf_printf(out, ", %lld in the first %lld blocks of a segment",
                               (long long)(plan->rows_per_block + 1), (long long)plan->rows_extra);

@@ -69,10 +69,9 @@ typedef struct frost__norm_plan {
     int blocks_per_sm;
     int cluster; /* backward: blocks whose partial rows merge (BWD_CLUSTER on sm_90, else 1) */
     unsigned grid;
-    int64_t rows_per_block; /* backward: contiguous rows per block, */
-    int64_t rows_extra;     /* one more for the first rows_extra blocks of a segment */
+    int64_t rows_per_block; /* backward: contiguous rows per block (one more for */
+    int64_t rows_extra;     /* the first rows_extra blocks of a segment) */
     int64_t blocks_per_segment;
-    int64_t num_partials;   /* backward: partial rows = grid * row groups per block */
     int64_t partial_stride; /* floats */
     size_t partial_bytes;   /* one partial buffer, 256-byte aligned */
 } frost__norm_plan;
