@@ -224,6 +224,9 @@ static void run_cluster_case(int index, const cluster_case *c, int clusters)
         (!c->env && geo.num_tiles < dev.sms))
         tu_failf("%lld tiles for %lld segments of %lld", (long long)geo.num_tiles, (long long)geo.num_segments,
                  (long long)geo.k_tiles);
+    if (geo.first_wave != dev.sms * geo.blocks) /* the start ramp's first wave (chan_norm_cluster.cu, cc_ramp) */
+        tu_failf("first wave of %lld blocks, expected %lld SMs x %lld blocks", (long long)geo.first_wave,
+                 (long long)dev.sms, (long long)geo.blocks);
 }
 
 /* ---- the stream path (BatchNorm training forward) ------------------------------------- */

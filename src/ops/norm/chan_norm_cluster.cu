@@ -163,6 +163,22 @@ FROST_DEVICE void cc_stats(const cnorm_params *p, const cnorm_tile *tl, const cc
     }
 }
 
+/* The start ramp.  Launched together, the first wave's blocks would load their tiles at
+ * once, take their statistics at once (HBM idle), store at once, and their successors
+ * inherit that lockstep.  So the first wave's clusters start in ramp_classes classes (a
+ * hash of the cluster index), class i after i * ramp_cycles / ramp_classes SM cycles:
+ * the blocks sharing an SM reach their loads, statistics and stores at different times,
+ * and later clusters, starting as earlier ones leave, keep the offsets. */
+FROST_DEVICE void cc_ramp(const cnorm_params *p)
+{
+    if (p->ramp_cycles <= 0 || p->ramp_classes <= 1 || (int)blockIdx.x >= p->first_wave)
+        return;
+    const unsigned cls = (((unsigned)blockIdx.x / CLUSTER) * 2654435761u >> 16) % (unsigned)p->ramp_classes;
+    const long long wait = (long long)cls * p->ramp_cycles / p->ramp_classes, t0 = clock64();
+    while (clock64() - t0 < wait)
+        __nanosleep(256);
+}
+
 /* ---- forward ---------------------------------------------------------------------------- */
 extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
     cnorm_cluster_fwd_kernel(const __grid_constant__ cnorm_params p)
@@ -173,6 +189,7 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
     const cnorm_tile tl = cn_tile(&p, blockIdx.x);
     const cc_map w = cc_map_make(&p);
     const bool leader = frost_cluster_rank() == 0;
+    cc_ramp(&p);
     cc_load(&p, &tl, &w, (const frost_io *)p.x, p.x_sn, m.x);
     /* the per-channel parameters while the tile lands: ch2 = w_eff, ch3 = bias */
     for (int cl = threadIdx.x; cl < p.cw; cl += CNC_THREADS) {
@@ -234,6 +251,7 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
     const cnorm_tile tl = cn_tile(&p, blockIdx.x);
     const cc_map w = cc_map_make(&p);
     const int tid = threadIdx.x, cg = p.cg;
+    cc_ramp(&p);
     cc_load(&p, &tl, &w, (const frost_io *)p.x, p.x_sn, m.x);
     cc_load(&p, &tl, &w, (const frost_io *)p.dy, p.dy_sn, m.dy);
     /* while the tiles land: ch3 = w_eff per channel, and the saved statistics */

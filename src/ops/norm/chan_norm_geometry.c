@@ -264,6 +264,7 @@ static int cluster_fits(const cnorm_shape *s, const cnorm_device *dev, int64_t c
     out->blocks = (int64_t)(dev->smem_per_sm / (smem + dev->reserved));
     out->blocks = out->blocks < 1 ? 1 : out->blocks > 3 ? 3 : out->blocks; /* launch bounds: 3 */
     out->waves = frost__cnorm_ceil_div(out->num_tiles, dev->sms * out->blocks);
+    out->first_wave = dev->sms * out->blocks;
     out->resident = 1;
     out->cluster = k;
     out->smem = smem;

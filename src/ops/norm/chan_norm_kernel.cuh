@@ -179,11 +179,14 @@ typedef struct cnorm_params {
     int32_t prefetch;     /* next tile into L2: CNORM_PREFETCH_BULK, _LINES or _NONE */
     int32_t keep_rows;    /* stream path: the first reads of a tile's rows below this keep them in L2 (evict-last
                              hint) for the second read; the others are read evict-first */
+    int32_t ramp_cycles;  /* cluster path: the first wave's clusters start over this many SM cycles, in */
+    int32_t ramp_classes; /* ramp_classes evenly spaced classes (chan_norm_cluster.cu, cc_ramp); 0: at once */
+    int32_t first_wave;   /* cluster path: the tiles of the first wave (SMs x resident blocks) */
     float eps, momentum;
     float inv_m;          /* 1 / elements per set */
     float unbias;         /* M / (M - 1) (BatchNorm running variance) */
 } cnorm_params;
-#define CNORM_PARAMS_BYTES 336
+#define CNORM_PARAMS_BYTES 352
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
