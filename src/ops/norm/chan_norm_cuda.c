@@ -238,9 +238,10 @@ static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
     k->num_segments = (int32_t)geo->num_segments;
     k->arrivals = (int32_t)(geo->stream ? CNS_GROUPS(geo->k_tiles) : geo->k_tiles);
     k->keep_rows = (int32_t)geo->keep_rows;
-    /* the cluster path's start ramp (chan_norm_cluster.cu); developer tuning: FROST_CNORM_RAMP = thousands of SM
-     * cycles (0: off), FROST_CNORM_RAMP_CLASSES */
-    if (geo->cluster) {
+    /* the cluster path's start ramp (chan_norm_cluster.cu), from two waves of tiles up: with fewer, the delayed
+     * blocks would have no later ones to overlap.  Developer tuning: FROST_CNORM_RAMP = thousands of SM cycles
+     * (0: off), FROST_CNORM_RAMP_CLASSES */
+    if (geo->cluster && geo->num_tiles >= 2 * geo->first_wave) {
         k->ramp_cycles = 1000 * env_count("FROST_CNORM_RAMP", RAMP_KCYCLES);
         k->ramp_classes = env_count("FROST_CNORM_RAMP_CLASSES", RAMP_CLASSES);
     }
