@@ -376,6 +376,7 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS) cnorm_bwd_finalize_k
 extern "C" __global__ void __launch_bounds__(CNORM_THREADS) cnorm_bwd_dparams_kernel(const __grid_constant__ cnorm_params p)
 {
     const int c = blockIdx.x * CNORM_WARPS + threadIdx.x / 32, lane = threadIdx.x & 31;
+    frost_wait_prior_grid(); /* launched early after the cluster path's backward (chan_norm_cuda.c) */
     if (c >= p.c)
         return;
     const float *rec = (const float *)(p.ws + p.off_rec);

@@ -335,6 +335,8 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
         m.rec[4 * j] = cx;
         m.rec[4 * j + 1] = fmaf(m.fin[2 * j], cx, -r * sa * p.inv_m);
     }
+    /* the d_scale / d_bias kernel may be scheduled now; it waits for this grid to finish */
+    frost_allow_next_grid();
     frost_cluster_arrive(); /* done reading the others' A, B (rec is this block's own from here) */
     __syncthreads();
     for (int cl = tid; cl < p.cw; cl += CNC_THREADS) {

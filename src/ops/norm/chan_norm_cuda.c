@@ -94,6 +94,7 @@ typedef struct cnorm_plan {
     int merge_kernel; /* the stream path's two-launch form: the finalize kernel merges the statistics */
     int split;        /* ... and its two launches run their own entry points (ENTRY_MAIN, ENTRY_APPLY) */
     int early;        /* ... and the finalize kernel and ENTRY_APPLY are programmatic dependent launches */
+    int early_dparams; /* ENTRY_DPARAMS is a programmatic dependent launch (the cluster path) */
     frost__kernel_key keys[NUM_ENTRIES];
     frost__kernel *kernels[NUM_ENTRIES];
     int64_t counters; /* RESIDENT with an exchange: the counters to zero before the launch */
@@ -408,6 +409,9 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
      * kernel and the output entry wait for the kernel before them first) unless
      * FROST_CNORM_PDL=0 */
     pl->early = pl->use[ENTRY_APPLY] && env_on("FROST_CNORM_PDL");
+    /* the cluster path's backward lets its d_scale / d_bias kernel be scheduled as its last
+     * blocks store (the kernel waits for it first) */
+    pl->early_dparams = pl->use[ENTRY_DPARAMS] && pl->geo.cluster && env_on("FROST_CNORM_PDL");
     for (int e = 0; e < NUM_ENTRIES; e++)
         if (pl->use[e])
             fill_key(&pl->keys[e], p->backward, e, pl->dtype, pl->kind, nhwc, pl->geo.blocks,
@@ -563,7 +567,8 @@ static frost_status cnorm_execute(const frost_context *ctx, const frost__node *n
                    pl->geo.smem, &k, stream, pl->early);
     }
     if (s == FROST_OK && pl->use[ENTRY_DPARAMS])
-        s = launch(ctx, pl->kernels[ENTRY_DPARAMS], pl->grid_dparams, CNORM_THREADS, 0, &k, stream, 0);
+        s = launch(ctx, pl->kernels[ENTRY_DPARAMS], pl->grid_dparams, CNORM_THREADS, 0, &k, stream,
+                   pl->early_dparams);
     return s;
 }
 
