@@ -372,7 +372,11 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS) cnorm_bwd_finalize_k
 }
 
 /* d_bias[c] = sum of sum dy, d_scale[c] = sum of sum dy x_hat over the records (n, tile)
- * of channel c: warp per channel, lanes over contiguous chunks, then a fixed butterfly. */
+ * of channel c: warp per channel, each lane over a contiguous chunk of records m = n *
+ * k_tiles + tile, added in order, then a fixed butterfly.  A lane loads DP_BATCH records
+ * before it adds them, so their latencies overlap: one record at a time the kernel took
+ * 11.7 us at 128x256x32x32 (ncu, H200, 2026-12-03), a chain of dependent round trips. */
+#define DP_BATCH 8
 extern "C" __global__ void __launch_bounds__(CNORM_THREADS) cnorm_bwd_dparams_kernel(const __grid_constant__ cnorm_params p)
 {
     const int c = blockIdx.x * CNORM_WARPS + threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -380,14 +384,29 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS) cnorm_bwd_dparams_ke
     if (c >= p.c)
         return;
     const float *rec = (const float *)(p.ws + p.off_rec);
-    const int64_t total = (int64_t)p.n * p.k_tiles;
+    const int64_t k = p.k_tiles, total = (int64_t)p.n * k;
     const int64_t begin = total * lane / 32, end = total * (lane + 1) / 32;
+    int64_t n = begin / k, i = begin - n * k;
     float sdy = 0.0f, sdyx = 0.0f;
-    for (int64_t m = begin; m < end; m++) {
-        const int64_t n = m / p.k_tiles, i = m - n * p.k_tiles;
-        const int64_t at = ((n * p.c + c) * p.k_tiles + i) * 2;
-        sdy += rec[at];
-        sdyx += rec[at + 1];
+    for (int64_t m = begin; m < end; m += DP_BATCH) {
+        float a[DP_BATCH], b[DP_BATCH];
+#pragma unroll
+        for (int q = 0; q < DP_BATCH; q++) {
+            a[q] = b[q] = 0.0f;
+            if (m + q < end) {
+                const float *r = rec + ((n * p.c + c) * k + i) * 2;
+                a[q] = r[0];
+                b[q] = r[1];
+            }
+            if (++i == k)
+                i = 0, n++;
+        }
+#pragma unroll
+        for (int q = 0; q < DP_BATCH; q++)
+            if (m + q < end) {
+                sdy += a[q];
+                sdyx += b[q];
+            }
     }
     sdy = frost_warp_sum(sdy);
     sdyx = frost_warp_sum(sdyx);
