@@ -372,10 +372,11 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS) cnorm_bwd_finalize_k
 }
 
 /* d_bias[c] = sum of sum dy, d_scale[c] = sum of sum dy x_hat over the records (n, tile)
- * of channel c: warp per channel, each lane over a contiguous chunk of records m = n *
- * k_tiles + tile, added in order, then a fixed butterfly.  A lane loads DP_BATCH records
- * before it adds them, so their latencies overlap: one record at a time the kernel took
- * 11.7 us at 128x256x32x32 (ncu, H200, 2026-12-03), a chain of dependent round trips. */
+ * of channel c: a warp per channel; lane l adds the records m = l, l + 32, l + 64, ... (m =
+ * n * k_tiles + tile) in order, DP_BATCH loads in flight, then a fixed butterfly.  Lanes
+ * next to each other read records next to each other, so a load touches 32 / k_tiles
+ * sectors, not 32: with each lane walking a contiguous chunk of its own, the kernel took
+ * 11.4 us at 128x256x32x32 (ncu, H200, 2026-12-03), its loads uncoalesced on 16 SMs. */
 #define DP_BATCH 8
 extern "C" __global__ void __launch_bounds__(CNORM_THREADS) cnorm_bwd_dparams_kernel(const __grid_constant__ cnorm_params p)
 {
@@ -383,29 +384,28 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS) cnorm_bwd_dparams_ke
     frost_wait_prior_grid(); /* launched early after the cluster path's backward (chan_norm_cuda.c) */
     if (c >= p.c)
         return;
-    const float *rec = (const float *)(p.ws + p.off_rec);
-    const int64_t k = p.k_tiles, total = (int64_t)p.n * k;
-    const int64_t begin = total * lane / 32, end = total * (lane + 1) / 32;
-    int64_t n = begin / k, i = begin - n * k;
+    const float2 *rec = (const float2 *)(p.ws + p.off_rec); /* 256-byte aligned, 8 bytes a record */
+    const int k = p.k_tiles, dn = 32 / k, di = 32 % k; /* a step of 32 records: dn samples and di tiles on */
+    const int64_t total = (int64_t)p.n * k, n_stride = (int64_t)p.c * k;
+    const float2 *ch = rec + (int64_t)c * k;
+    int64_t n = lane / k;
+    int i = lane % k;
     float sdy = 0.0f, sdyx = 0.0f;
-    for (int64_t m = begin; m < end; m += DP_BATCH) {
-        float a[DP_BATCH], b[DP_BATCH];
+    for (int64_t m0 = lane; m0 < total; m0 += 32 * DP_BATCH) {
+        float2 v[DP_BATCH];
 #pragma unroll
         for (int q = 0; q < DP_BATCH; q++) {
-            a[q] = b[q] = 0.0f;
-            if (m + q < end) {
-                const float *r = rec + ((n * p.c + c) * k + i) * 2;
-                a[q] = r[0];
-                b[q] = r[1];
-            }
-            if (++i == k)
-                i = 0, n++;
+            v[q] = m0 + 32 * q < total ? ch[n * n_stride + i] : make_float2(0.0f, 0.0f);
+            n += dn;
+            i += di;
+            if (i >= k)
+                i -= k, n++;
         }
 #pragma unroll
         for (int q = 0; q < DP_BATCH; q++)
-            if (m + q < end) {
-                sdy += a[q];
-                sdyx += b[q];
+            if (m0 + 32 * q < total) {
+                sdy += v[q].x;
+                sdyx += v[q].y;
             }
     }
     sdy = frost_warp_sum(sdy);
