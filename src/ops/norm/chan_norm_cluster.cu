@@ -28,10 +28,12 @@
  * (sum dy, sum dy x_hat) per channel as record (n, c, tile) of the workspace, and
  * chan_norm_bwd.cu's cnorm_bwd_dparams_kernel adds them in index order: deterministic.
  *
- * Measured (H200, bf16, 2026-12-02, docs/PERF.md): GroupNorm(32) 32x512x64x64 forward
- * 2736 GB/s, backward 2580; 128x256x32x32 forward 2767, backward 2370: 1.24-2.37x the
+ * Measured (H200, bf16, docs/PERF.md): GroupNorm(32) 32x512x64x64 forward 2736 GB/s,
+ * backward 2580; 128x256x32x32 forward 2767, backward 2370 (2026-12-02): 1.24-2.37x the
  * persistent-grid kernels of chan_norm_fwd.cu / chan_norm_bwd.cu on the same shapes, with
- * 64 KB of tiles per block (the tiling: chan_norm_geometry.c).
+ * 64 KB of tiles per block (the tiling: chan_norm_geometry.c).  With the start ramp below
+ * and the d_scale / d_bias kernel's coalesced reads (2026-12-03): forward 2923 and 2990,
+ * backward 2679 and 2753.
  *
  * Entry points: cnorm_cluster_fwd_kernel, cnorm_cluster_bwd_kernel.  Keys: DTYPE_*,
  * KIND_GROUP | KIND_INSTANCE, LAYOUT_NHWC, CLUSTER = blocks per cluster (1, 2, 4 or 8).
