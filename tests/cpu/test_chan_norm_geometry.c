@@ -185,6 +185,7 @@ static const cluster_case cluster_cases[] = {
     {"odd C (no 16-byte units), forced", GN, 1, 1, 64, 22, 81, 11, 2, "FROST_CNORM_CLUSTER=2", 0, 0},
     {"a segment past 8 tiles", GN, 1, 1, 256, 64, 65536, 8, 2, NULL, 0, 0},
     {"FROST_CNORM_CLUSTER=0 turns it off", GN, 1, 1, 128, 256, 1024, 32, 2, "FROST_CNORM_CLUSTER=0", 0, 0},
+    {"FROST_CNORM_RAMP=0: the path without the ramp", GN, 1, 1, 32, 512, 4096, 32, 2, "FROST_CNORM_RAMP=0", 64, 8},
     {"FROST_CNORM_CLUSTER=4 forces 4 tiles", GN, 1, 1, 128, 256, 1024, 32, 2, "FROST_CNORM_CLUSTER=4", 64, 4},
     {"forced on a small problem", GN, 1, 2, 2, 64, 144, 8, 2, "FROST_CNORM_CLUSTER=8", 64, 8},
     {"forced 3 is not a power of two", GN, 1, 1, 128, 256, 1024, 32, 2, "FROST_CNORM_CLUSTER=3", 64, 2},
@@ -227,6 +228,13 @@ static void run_cluster_case(int index, const cluster_case *c, int clusters)
     if (geo.first_wave != dev.sms * geo.blocks) /* the start ramp's first wave (chan_norm_cluster.cu, cc_ramp) */
         tu_failf("first wave of %lld blocks, expected %lld SMs x %lld blocks", (long long)geo.first_wave,
                  (long long)dev.sms, (long long)geo.blocks);
+    /* the ramp: from two waves of tiles up, unless FROST_CNORM_RAMP=0 */
+    const int ramp_off = c->env && !strcmp(c->env, "FROST_CNORM_RAMP=0");
+    const int want_ramp = geo.num_tiles >= 2 * geo.first_wave && !ramp_off;
+    if ((geo.ramp_cycles > 0 && geo.ramp_classes > 1) != want_ramp)
+        tu_failf("start ramp of %lld cycles in %lld classes with %lld tiles and a first wave of %lld",
+                 (long long)geo.ramp_cycles, (long long)geo.ramp_classes, (long long)geo.num_tiles,
+                 (long long)geo.first_wave);
 }
 
 /* ---- the stream path (BatchNorm training forward) ------------------------------------- */

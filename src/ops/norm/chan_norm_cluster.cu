@@ -26,7 +26,7 @@
  *     dx = dy * (r w) - x * (r^3 B / M) + (mean r^3 B / M - r A / M),
  * the same formula as chan_norm_bwd.cu.  d_scale / d_bias: each block writes its
  * (sum dy, sum dy x_hat) per channel as record (n, c, tile) of the workspace, and
- * chan_norm_bwd.cu's cnorm_bwd_dparams_kernel adds them in index order: deterministic.
+ * chan_norm_bwd.cu's cnorm_bwd_dparams_kernel adds them in a fixed order: deterministic.
  *
  * Measured (H200, bf16, docs/PERF.md): GroupNorm(32) 32x512x64x64 forward 2736 GB/s,
  * backward 2580; 128x256x32x32 forward 2767, backward 2370 (2026-12-02): 1.24-2.37x the

@@ -59,13 +59,6 @@ FROST__STATIC_ASSERT(sizeof(cnorm_params) == CNORM_PARAMS_BYTES, "cnorm_params l
 
 #define FWD_SOURCE "src/ops/norm/chan_norm_fwd.cu"
 #define BWD_SOURCE "src/ops/norm/chan_norm_bwd.cu"
-/* The cluster path's start ramp (cc_ramp in chan_norm_cluster.cu): the first wave's clusters
- * start over RAMP_KCYCLES thousand SM cycles in RAMP_CLASSES classes.  GroupNorm(32) NHWC
- * bf16 on the H200 (2026-12-03, docs/PERF.md), against starting at once: forward 2681 ->
- * 2926 GB/s (32x512x64x64) and 2694 -> 3009 (128x256x32x32), backward 2533 -> 2601 and
- * 2398 -> 2516; three classes 6 K cycles apart: 0.97-0.99x of that. */
-#define RAMP_KCYCLES 18
-#define RAMP_CLASSES 6
 #define CLUSTER_SOURCE "src/ops/norm/chan_norm_cluster.cu"
 #define STREAM_SOURCE "src/ops/norm/chan_norm_stream.cu"
 #define SMEM_RESERVED 1024 /* per block, taken by the hardware */
@@ -187,15 +180,6 @@ static int64_t stride_or_zero(const frost__cnorm_problem *p, int slot, int which
     return p->slot[slot].present ? p->slot[slot].stat_stride[which] : 0;
 }
 
-/* A developer count: the variable's value when it is a number from 0 to 10^6, else dflt. */
-static int env_count(const char *name, int dflt)
-{
-    const char *v = getenv(name);
-    char *end = NULL;
-    const long n = v ? strtol(v, &end, 10) : -1;
-    return v && end != v && !*end && n >= 0 && n <= 1000000 ? (int)n : dflt;
-}
-
 /* Developer switches that are on unless their variable is exactly "0". */
 static int env_on(const char *name)
 {
@@ -239,13 +223,8 @@ static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
     k->num_segments = (int32_t)geo->num_segments;
     k->arrivals = (int32_t)(geo->stream ? CNS_GROUPS(geo->k_tiles) : geo->k_tiles);
     k->keep_rows = (int32_t)geo->keep_rows;
-    /* the cluster path's start ramp (chan_norm_cluster.cu), from two waves of tiles up: with fewer, the delayed
-     * blocks would have no later ones to overlap.  Developer tuning: FROST_CNORM_RAMP = thousands of SM cycles
-     * (0: off), FROST_CNORM_RAMP_CLASSES */
-    if (geo->cluster && geo->num_tiles >= 2 * geo->first_wave) {
-        k->ramp_cycles = 1000 * env_count("FROST_CNORM_RAMP", RAMP_KCYCLES);
-        k->ramp_classes = env_count("FROST_CNORM_RAMP_CLASSES", RAMP_CLASSES);
-    }
+    k->ramp_cycles = (int32_t)geo->ramp_cycles;
+    k->ramp_classes = (int32_t)geo->ramp_classes;
     k->first_wave = (int32_t)(geo->first_wave < INT32_MAX ? geo->first_wave : INT32_MAX);
     k->pitch = (int32_t)(geo->cluster || geo->stream ? geo->cw : pl->nhwc ? CNORM_PITCH_NHWC(geo->cw) : geo->rows);
     /* developer tuning: FROST_CNORM_PREFETCH = 0 bulk, 1 lines (the default), 2 none */

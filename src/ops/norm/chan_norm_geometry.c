@@ -221,6 +221,16 @@ int frost__cnorm_choose_geometry(const cnorm_shape *s, const cnorm_device *dev, 
  * tiles per segment (any occupancy, any tile size that fits). */
 #define CLUSTER_TILE_BYTES (64 * 1024)
 
+/* The start ramp (cc_ramp in chan_norm_cluster.cu): the first wave's clusters start over
+ * RAMP_KCYCLES thousand SM cycles in RAMP_CLASSES classes, from two waves of tiles up (with
+ * fewer, the delayed blocks would have no later ones to overlap).  GroupNorm(32) NHWC bf16
+ * on the H200 (2026-12-03, docs/PERF.md), against starting at once: forward 2681 -> 2926
+ * GB/s (32x512x64x64) and 2694 -> 3009 (128x256x32x32), backward 2533 -> 2601 and 2398 ->
+ * 2516; three classes 6 K cycles apart: 0.97-0.99x of that.  FROST_CNORM_RAMP (thousands of
+ * cycles, 0: off) and FROST_CNORM_RAMP_CLASSES override them. */
+#define RAMP_KCYCLES 18
+#define RAMP_CLASSES 6
+
 /* The windows the cluster and stream paths try, in order of preference: those whose pixel
  * run is a whole 128-byte line or more (or all of C) narrowest first, then the narrower
  * ones widest first down to runs of min_run bytes; whole units, at most CNC_THREADS units,
@@ -265,6 +275,11 @@ static int cluster_fits(const cnorm_shape *s, const cnorm_device *dev, int64_t c
     out->blocks = out->blocks < 1 ? 1 : out->blocks > 3 ? 3 : out->blocks; /* launch bounds: 3 */
     out->waves = frost__cnorm_ceil_div(out->num_tiles, dev->sms * out->blocks);
     out->first_wave = dev->sms * out->blocks;
+    if (out->num_tiles >= 2 * out->first_wave) {
+        out->ramp_cycles = 1000 * (getenv("FROST_CNORM_RAMP") ? env_int("FROST_CNORM_RAMP", 0, 1000000) : RAMP_KCYCLES);
+        out->ramp_classes =
+            getenv("FROST_CNORM_RAMP_CLASSES") ? env_int("FROST_CNORM_RAMP_CLASSES", 0, 1000000) : RAMP_CLASSES;
+    }
     out->resident = 1;
     out->cluster = k;
     out->smem = smem;
