@@ -94,11 +94,8 @@ static frost_status norm_build(const frost_context *ctx, const frost__node *n, v
                            "allows %zu",
                            plan->ring_bytes, dev->name, dev->smem_per_block_optin);
     plan->blocks_per_sm = blocks_per_sm(dev, plan->kernel, plan->block, plan->ring_bytes);
-    /* Backward rows of one 256-thread group: two blocks an SM, whatever the registers
-     * allow.  Three (RMSNorm at 4096 columns compiles to 80 registers) ran 0.92x. */
-    const int bps_cap = plan->backward && plan->stages > 1 && plan->group == 256 && plan->block == 256 ? 2 : 32;
-    if (plan->blocks_per_sm > frost__norm_tune("bps", bps_cap))
-        plan->blocks_per_sm = frost__norm_tune("bps", bps_cap);
+    if (plan->blocks_per_sm > plan->max_bps) /* the configuration's cap (norm_cuda_config.c) */
+        plan->blocks_per_sm = plan->max_bps;
     const int64_t groups = plan->rows_per_block_groups;
     const int64_t resident = (int64_t)dev->sm_count * plan->blocks_per_sm;
     int64_t grid = frost__norm_ceil_div(p->rows, groups);
