@@ -16,8 +16,9 @@
  *
  * Then the cluster path's tiling (frost__cnorm_choose_cluster): the choices measured
  * fastest for the GroupNorm targets (64 KB of tiles per block, 64-channel windows where
- * they allow it), the
- * problems it must leave to the tiling above (BatchNorm, NCHW, no 16-byte units, no
+ * they allow it), NCHW's choice (the fewest tiles a segment, each the widest window of
+ * whole sets within 64 KB, rows in whole 16-byte units), the
+ * problems it must leave to the tiling above (BatchNorm, no 16-byte units, no
  * clusters on the device, too few tiles to fill the SMs, a segment past 8 tiles), the
  * FROST_CNORM_CLUSTER override, and the invariants chan_norm_cluster.cu relies on: no
  * empty tile, whole sets and units, at most CNC_THREADS units per row, the shared memory
@@ -181,7 +182,14 @@ static const cluster_case cluster_cases[] = {
     {"in fwd f32 128x96x30x30: 32 channels (128-byte runs)", IN, 1, 1, 128, 96, 900, 0, 4, NULL, 32, 2},
     {"in fwd f32 8x96x30x30: too few tiles for the SMs", IN, 1, 1, 8, 96, 900, 0, 4, NULL, 0, 0},
     {"bn: not this path", BN, 1, 1, 32, 512, 4096, 0, 2, NULL, 0, 0},
-    {"nchw: not this path", GN, 0, 1, 32, 512, 4096, 32, 2, NULL, 0, 0},
+    {"gn fwd nchw 32x512x64x64: one group, 2 tiles", GN, 0, 1, 32, 512, 4096, 32, 2, NULL, 16, 2},
+    {"gn bwd nchw 32x512x64x64: one group, 4 tiles", GN, 0, 2, 32, 512, 4096, 32, 2, NULL, 16, 4},
+    {"gn fwd nchw 128x256x32x32: four groups, 1 tile", GN, 0, 1, 128, 256, 1024, 32, 2, NULL, 32, 1},
+    {"gn bwd nchw 128x256x32x32: two groups, 1 tile", GN, 0, 2, 128, 256, 1024, 32, 2, NULL, 16, 1},
+    {"in fwd nchw 32x512x64x64: 8 channels, 1 tile", IN, 0, 1, 32, 512, 4096, 0, 2, NULL, 8, 1},
+    {"gn fwd nchw f32 hw 3600: one group, 2 tiles", GN, 0, 1, 64, 64, 3600, 8, 4, NULL, 8, 2},
+    {"gn fwd nchw f32 hw 900: two groups, 1 tile", GN, 0, 1, 64, 64, 900, 8, 4, NULL, 16, 1},
+    {"nchw hw not whole units: not this path", GN, 0, 1, 32, 512, 4095, 32, 2, NULL, 0, 0},
     {"odd C (no 16-byte units), forced", GN, 1, 1, 64, 22, 81, 11, 2, "FROST_CNORM_CLUSTER=2", 0, 0},
     {"a segment past 8 tiles", GN, 1, 1, 256, 64, 65536, 8, 2, NULL, 0, 0},
     {"FROST_CNORM_CLUSTER=0 turns it off", GN, 1, 1, 128, 256, 1024, 32, 2, "FROST_CNORM_CLUSTER=0", 0, 0},
@@ -216,7 +224,9 @@ static void run_cluster_case(int index, const cluster_case *c, int clusters)
     if (geo.rows * geo.k_tiles < c->hw || (geo.k_tiles - 1) * geo.rows >= c->hw)
         tu_failf("%lld rows x %lld tiles do not cut %lld pixels without an empty tile", (long long)geo.rows,
                  (long long)geo.k_tiles, (long long)c->hw);
-    const size_t smem = (size_t)CNC_SMEM_BYTES(geo.rows, geo.cw, geo.sets, c->esize, c->tensors, geo.cw / vec);
+    const size_t smem = (size_t)CNC_SMEM_BYTES(geo.rows, geo.cw, geo.sets, c->esize, c->tensors, c->nhwc ? geo.cw / vec : 32);
+    if (!c->nhwc && geo.rows % vec != 0)
+        tu_failf("NCHW tiles of %lld rows are not whole 16-byte units", (long long)geo.rows);
     if (geo.smem != smem || smem > dev.optin || !geo.resident)
         tu_failf("%zu bytes of shared memory (the layout needs %zu, a block has %zu)", geo.smem, smem, dev.optin);
     if (!c->env && geo.rows * geo.cw * c->esize * c->tensors > 64 * 1024)

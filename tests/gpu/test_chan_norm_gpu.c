@@ -40,8 +40,8 @@
  * the blocks per SM, FROST_CNORM_BLOCKS); the cluster path (chan_norm_cluster.cu) forced
  * with FROST_CNORM_CLUSTER = 1..8 tiles per cluster (uneven last tiles, a misaligned base,
  * saved, half-saved and recomputed statistics, inference, sample gaps), chosen by the
- * tiling, and turned off (random cases force it too; it applies to NHWC GroupNorm /
- * InstanceNorm on 16-byte units); BatchNorm's stream path (chan_norm_stream.cu, NHWC
+ * tiling, and turned off, in both layouts (random cases force it too; it applies to
+ * GroupNorm / InstanceNorm on 16-byte units: NHWC of channels, NCHW of pixels); BatchNorm's stream path (chan_norm_stream.cu, NHWC
  * training forward and backward with both saved statistics; its two-launch form by
  * default, the one-launch form with FROST_CNORM_STREAM=1) with odd row counts, sample gaps,
  * a misaligned base, three windows, one window of 512 or 256 channels, tiles shorter than a
@@ -136,6 +136,13 @@ static const ccase table[] = {
     {"in bf16 nhwc no params cluster 4", IN, BF16, 3, 24, 14, 14, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0.0, 0, 0, 0, 4, 0},
     {"gn bf16 nhwc cluster by choice", GN, BF16, 66, 64, 32, 32, 16, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 0, 0, 0, 0, 0},
     {"gn bf16 nhwc cluster off", GN, BF16, 66, 64, 32, 32, 16, 1, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.5, 0, 0, 0, -1, 0},
+    {"gn bf16 nchw cluster 2", GN, BF16, 4, 128, 16, 16, 32, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 1, 0, 2, 0},
+    {"gn f16 nchw cluster 8 recomputed", GN, F16, 2, 256, 32, 48, 8, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 1.5, 0, 0, 0, 8, 0},
+    {"in f32 nchw cluster 4 gap", IN, F32, 3, 40, 10, 6, 0, 0, 8, 1, 2, 0, 0, 0, 1, 2, 0, 0.5, 0, 1, 0, 4, 0},
+    {"gn bf16 nchw cluster misaligned", GN, BF16, 2, 64, 12, 12, 8, 0, 0, 2, 2, 0, 0, 0, 1, 3, 1, 0.0, 0, 1, 0, 2, 0},
+    {"gn bf16 nchw uneven tiles cluster 2", GN, BF16, 2, 96, 8, 9, 4, 0, 0, 3, 2, 1, 0, 0, 1, 0, 0, 2.0, 0, 0, 0, 2, 0},
+    {"in bf16 nchw inference cluster 1", IN, BF16, 3, 16, 16, 16, 0, 0, 0, 2, 0, 0, 1, 0, 0, 0, 0, 1.0, 0, 0, 0, 1, 0},
+    {"gn bf16 nchw cluster by choice", GN, BF16, 66, 64, 32, 32, 16, 0, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 0, 0, 0, 0, 0},
     {"bn f32 nhwc stream misaligned", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0, 1, 1.0, 0, 1, 0, 0, 1},
     {"bn bf16 nhwc stream odd rows gap", BN, BF16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 0, 0, 0, 2.0, 0, 1, 0, 0, 1},
     {"bn f16 nhwc stream 3 windows", BN, F16, 16, 192, 24, 20, 0, 1, 0, 1, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 0, 0, 0, 1},
@@ -470,18 +477,21 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
         }
         char explain[4096];
         TU_OK(frost_graph_explain(gg, explain, sizeof explain, NULL));
-        /* the cluster path: NHWC GroupNorm / InstanceNorm only; every table case that forces
-         * it is eligible, and -1 turns it off */
+        /* the cluster path: GroupNorm / InstanceNorm on 16-byte units (NHWC: C, NCHW: H x W,
+         * and the n strides, in whole units); every table case that forces it is eligible, and
+         * -1 turns it off */
         const int clustered = strstr(explain, "chan_norm_cluster.cu:cnorm_cluster_fwd_kernel") != NULL;
         const int streamed = strstr(explain, "chan_norm_stream.cu:cnorm_stream_fwd_") != NULL;
         const int want_cluster = c->cluster > 0 && strstr(c->name, "cluster") != NULL;
+        const int vec = c->dtype == FROST_F32 ? 4 : 8;
+        const int units = c->c % vec == 0 && (c->n <= 1 || c->n_gap % vec == 0);
+        const int pixel_units = (c->h * c->w) % vec == 0 && (c->n <= 1 || c->n_gap % vec == 0);
         if (c->n > 0 && !clustered && !streamed && !strstr(explain, "chan_norm_fwd.cu:cnorm_fwd_kernel"))
             tu_failf("explain does not name the cuda kernel:\n%s", explain);
-        if (c->n > 0 && (clustered ? c->kind == BN || !c->nhwc || c->cluster < 0 : want_cluster))
+        if (c->n > 0 && (clustered ? c->kind == BN || !(c->nhwc ? units : pixel_units) || c->cluster < 0 : want_cluster))
             tu_failf("cluster path %s for this case:\n%s", clustered ? "taken" : "not taken", explain);
-        /* the stream path (opt-in): BatchNorm training on NHWC; the table's "stream" cases take it */
-        const int vec = c->dtype == FROST_F32 ? 4 : 8; /* the path needs 16-byte units: C and the n strides */
-        const int units = c->c % vec == 0 && (c->n <= 1 || c->n_gap % vec == 0);
+        /* the stream path (opt-in): BatchNorm training on NHWC 16-byte units (C and the n strides); the
+         * table's "stream" cases take it */
         const int want_stream = c->kind == BN && c->nhwc && !c->inference && units && c->stream >= 0;
         if (c->n > 0 && (streamed ? c->kind != BN || !c->nhwc || c->inference || c->stream < 0 : want_stream))
             tu_failf("stream path %s for this case:\n%s", streamed ? "taken" : "not taken", explain);

@@ -1,6 +1,6 @@
 /*
- * chan_norm_cluster.cu — GroupNorm and InstanceNorm, forward and backward, for NHWC
- * tensors on the 16-byte vector path, on sm_90: a segment (one sample's window of cw
+ * chan_norm_cluster.cu — GroupNorm and InstanceNorm, forward and backward, for NHWC and
+ * NCHW tensors on the 16-byte vector path, on sm_90: a segment (one sample's window of cw
  * channels, all HW pixels) is cut into k_tiles = CLUSTER tiles of `rows` pixels, and the
  * tiles of a segment run as one thread-block cluster.  Each block loads its tile (x, and
  * dy for the backward) into shared memory, takes its per-set partial statistics, and the
@@ -13,9 +13,12 @@
  * SM one block's loads overlap another's arithmetic and stores.
  *
  * Terms, layouts and the parameter block: chan_norm_kernel.cuh (the cluster path's
- * constants are CNC_*).  A thread owns one 16-byte column unit u of the window (vec =
+ * constants are CNC_*).  NHWC: a thread owns one 16-byte column unit u of the window (vec =
  * CN_VEC channels) and the rows r0, r0 + per, ... of the tile, for the load, the sums and
- * the apply alike.
+ * the apply alike.  NCHW (the tile [cw][rows], each channel's pixels contiguous in HBM and
+ * in shared memory): a warp owns whole channels, its lanes the 16-byte units along their
+ * pixels; per-channel sums fold in the warp.  The per-set statistics, the cluster merges
+ * and the records are the same for both.
  *
  * Statistics.  Forward (and a backward without both saved statistics): per channel, the
  * sums of (x - s) and (x - s)^2 about s = the channel's value in the tile's first row
@@ -36,12 +39,13 @@
  * backward 2679 and 2753.
  *
  * Entry points: cnorm_cluster_fwd_kernel, cnorm_cluster_bwd_kernel.  Keys: DTYPE_*,
- * KIND_GROUP | KIND_INSTANCE, LAYOUT_NHWC, CLUSTER = blocks per cluster (1, 2, 4 or 8).
+ * KIND_GROUP | KIND_INSTANCE, LAYOUT_NHWC | LAYOUT_NCHW, CLUSTER = blocks per cluster (1, 2,
+ * 4 or 8).
  */
 #include "chan_norm_units.cuh"
 
-#if !defined(LAYOUT_NHWC) || defined(KIND_BATCH) || !defined(CLUSTER)
-#error "the cluster path is GroupNorm / InstanceNorm, NHWC, with CLUSTER defined"
+#if defined(KIND_BATCH) || !defined(CLUSTER)
+#error "the cluster path is GroupNorm / InstanceNorm with CLUSTER defined"
 #endif
 
 /* Compiled for an older architecture (frost-precompile's cover of sm_80), the kernels keep
@@ -79,6 +83,7 @@ FROST_DEVICE void cc_carve(const cnorm_params *p, unsigned char *base, int tenso
     m->scratch = m->fin + 2 * p->sets;
 }
 
+#if defined(LAYOUT_NHWC)
 /* The global element of this thread's unit in the tile's row r0 (n stride sn). */
 FROST_DEVICE int64_t cc_goff(const cnorm_params *p, const cnorm_tile *tl, const cc_map *w, int64_t sn)
 {
@@ -107,12 +112,150 @@ FROST_DEVICE void cc_load(const cnorm_params *p, const cnorm_tile *tl, const cc_
                 s[k] = g[k];
     }
 }
+#endif
+
+#if defined(LAYOUT_NCHW)
+/* NCHW: the shared tile is [cw][pitch = rows]; warp w takes the window's channels w, w +
+ * CNC_WARPS, ..., and lane l the 16-byte units l, l + 32, ... of a channel's run of the
+ * tile's pixels (nq is whole units: the path needs HW and rows in whole units). */
+#define CCN_CHANNELS(cl) for (int cl = (int)threadIdx.x / 32; cl < p->cw; cl += CNC_WARPS)
+#define CCN_UNITS(e) for (int e = (int)(threadIdx.x & 31) * CN_VEC; e < tl->nq; e += 32 * CN_VEC)
+
+/* The global element of channel cl's first pixel of the tile (n stride sn). */
+FROST_DEVICE int64_t ccn_goff(const cnorm_params *p, const cnorm_tile *tl, int cl, int64_t sn)
+{
+    return (int64_t)tl->n * sn + (int64_t)(tl->c0 + cl) * p->hw + (tl->q0 - tl->n * p->hw);
+}
+
+/* One tensor's tile into shared memory: cp.async (the caller waits), or element by element
+ * when a base is not 16-byte aligned. */
+FROST_DEVICE void ccn_load(const cnorm_params *p, const cnorm_tile *tl, const frost_io *src, int64_t sn, frost_io *tile)
+{
+    CCN_CHANNELS(cl)
+    {
+        const frost_io *g = src + ccn_goff(p, tl, cl, sn);
+        frost_io *s = tile + (int64_t)cl * p->pitch;
+        if (p->vec_ok) {
+            CCN_UNITS(e)
+            cn_cp_async16(s + e, g + e);
+        } else {
+            for (int e = (int)(threadIdx.x & 31); e < tl->nq; e += 32)
+                s[e] = g[e];
+        }
+    }
+}
+
+/* Per channel of the tile: the sums of (x - s) and (x - s)^2 about s = the channel's first
+ * pixel, into ch0 and ch1 (lanes in order, then a fixed butterfly). */
+FROST_DEVICE void ccn_stat_sums(const cnorm_params *p, const cnorm_tile *tl, const frost_io *x, float *ch0, float *ch1)
+{
+    CCN_CHANNELS(cl)
+    {
+        const frost_io *t = x + (int64_t)cl * p->pitch;
+        const float s = frost_to_float(t[0]);
+        float a = 0.0f, b = 0.0f;
+        CCN_UNITS(e)
+        {
+            float v[CN_VEC];
+            cn_tile_vec(t, e, v);
+#pragma unroll
+            for (int k = 0; k < CN_VEC; k++) {
+                const float d = v[k] - s;
+                a += d;
+                b = fmaf(d, d, b);
+            }
+        }
+        a = frost_warp_sum(a);
+        b = frost_warp_sum(b);
+        if ((threadIdx.x & 31) == 0)
+            ch0[cl] = a, ch1[cl] = b;
+    }
+    __syncthreads();
+}
+/* y = x * a + b per channel from the shared tile (forward). */
+FROST_DEVICE void ccn_apply_fwd(const cnorm_params *p, const cnorm_tile *tl, const frost_io *x, const float *ca,
+                                const float *cb)
+{
+    CCN_CHANNELS(cl)
+    {
+        const float a = ca[cl], b = cb[cl];
+        const frost_io *t = x + (int64_t)cl * p->pitch;
+        frost_io *g = (frost_io *)p->out + ccn_goff(p, tl, cl, p->out_sn);
+        CCN_UNITS(e)
+        {
+            float v[CN_VEC];
+            cn_tile_vec(t, e, v);
+#pragma unroll
+            for (int k = 0; k < CN_VEC; k++)
+                v[k] = fmaf(v[k], a, b);
+            cc_store(p, g + e, v);
+        }
+    }
+}
+/* Per channel of the tile: sum dy into ch0 and sum dy (x - mean) into ch1, mean the set's
+ * (fin[2 j]). */
+FROST_DEVICE void ccn_bwd_sums(const cnorm_params *p, const cnorm_tile *tl, const frost_io *x, const frost_io *dy,
+                               const float *fin, float *ch0, float *ch1)
+{
+    CCN_CHANNELS(cl)
+    {
+        const float mu = fin[2 * (cl / p->cg)];
+        const frost_io *tx = x + (int64_t)cl * p->pitch, *tdy = dy + (int64_t)cl * p->pitch;
+        float a = 0.0f, b = 0.0f;
+        CCN_UNITS(e)
+        {
+            float vx[CN_VEC], vdy[CN_VEC];
+            cn_tile_vec(tx, e, vx);
+            cn_tile_vec(tdy, e, vdy);
+#pragma unroll
+            for (int k = 0; k < CN_VEC; k++) {
+                a += vdy[k];
+                b = fmaf(vdy[k], vx[k] - mu, b);
+            }
+        }
+        a = frost_warp_sum(a);
+        b = frost_warp_sum(b);
+        if ((threadIdx.x & 31) == 0)
+            ch0[cl] = a, ch1[cl] = b;
+    }
+    __syncthreads();
+}
+
+/* dx = dy * cdy + (k - x * cx) per channel from the shared tiles (backward). */
+FROST_DEVICE void ccn_apply_bwd(const cnorm_params *p, const cnorm_tile *tl, const frost_io *x, const frost_io *dy,
+                                const float *ck, const float *cdy, const float *cx)
+{
+    CCN_CHANNELS(cl)
+    {
+        const float k0 = ck[cl], d0 = cdy[cl], x0 = cx[cl];
+        const frost_io *tx = x + (int64_t)cl * p->pitch, *tdy = dy + (int64_t)cl * p->pitch;
+        frost_io *g = (frost_io *)p->out + ccn_goff(p, tl, cl, p->out_sn);
+        CCN_UNITS(e)
+        {
+            float vx[CN_VEC], vdy[CN_VEC];
+            cn_tile_vec(tx, e, vx);
+            cn_tile_vec(tdy, e, vdy);
+#pragma unroll
+            for (int k = 0; k < CN_VEC; k++)
+                vx[k] = fmaf(vdy[k], d0, fmaf(-vx[k], x0, k0));
+            cc_store(p, g + e, vx);
+        }
+    }
+}
+#define CC_SHIFT(m, p, c) frost_to_float((m)->x[(int64_t)(c) * (p)->pitch])
+#else
+#define CC_SHIFT(m, p, c) frost_to_float((m)->x[(c)])
+#endif
 
 /* Statistics of the segment: per set (mean, M2 over the whole segment) into fin[2 j],
  * fin[2 j + 1], identical in every block of the cluster.  Synchronizes the cluster once;
  * the caller's next cluster barrier releases rec. */
 FROST_DEVICE void cc_stats(const cnorm_params *p, const cnorm_tile *tl, const cc_map *w, const cc_smem *m)
 {
+#if defined(LAYOUT_NCHW)
+    (void)w;
+    ccn_stat_sums(p, tl, m->x, m->ch0, m->ch1);
+#else
     float s[CN_VEC], a[CN_VEC], b[CN_VEC];
 #pragma unroll
     for (int k = 0; k < CN_VEC; k++)
@@ -133,18 +276,19 @@ FROST_DEVICE void cc_stats(const cnorm_params *p, const cnorm_tile *tl, const cc
         }
     }
     cc_reduce(p, w, a, b, m->ch0, m->ch1, m->scratch);
+#endif
     const int cg = p->cg;
     const float n = (float)tl->nq, inv_n = 1.0f / n;
     for (int j = threadIdx.x; j < p->sets; j += CNC_THREADS) {
         float mean = 0.0f, m2 = 0.0f;
         for (int k = 0; k < cg; k++) {
             const int c = j * cg + k;
-            mean += fmaf(m->ch0[c], inv_n, frost_to_float(m->x[c]));
+            mean += fmaf(m->ch0[c], inv_n, CC_SHIFT(m, p, c));
         }
         mean /= (float)cg;
         for (int k = 0; k < cg; k++) {
             const int c = j * cg + k;
-            const float s1 = m->ch0[c], dm = fmaf(s1, inv_n, frost_to_float(m->x[c])) - mean;
+            const float s1 = m->ch0[c], dm = fmaf(s1, inv_n, CC_SHIFT(m, p, c)) - mean;
             m2 += fmaf(-s1 * inv_n, s1, m->ch1[c]) + n * dm * dm;
         }
         float *r = m->rec + 4 * j;
@@ -189,10 +333,18 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
     cc_smem m;
     cc_carve(&p, (unsigned char *)cnorm_smem, 1, &m);
     const cnorm_tile tl = cn_tile(&p, blockIdx.x);
+#if defined(LAYOUT_NCHW)
+    const cc_map w = {0, 0, 0, 0}; /* NCHW walks the tile by warps (ccn_*) */
+#else
     const cc_map w = cc_map_make(&p);
+#endif
     const bool leader = frost_cluster_rank() == 0;
     cc_ramp(&p);
+#if defined(LAYOUT_NCHW)
+    ccn_load(&p, &tl, (const frost_io *)p.x, p.x_sn, m.x);
+#else
     cc_load(&p, &tl, &w, (const frost_io *)p.x, p.x_sn, m.x);
+#endif
     /* the per-channel parameters while the tile lands: ch2 = w_eff, ch3 = bias */
     for (int cl = threadIdx.x; cl < p.cw; cl += CNC_THREADS) {
         const int c = tl.c0 + cl;
@@ -220,6 +372,9 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
         m.ch1[cl] = fmaf(-m.fin[2 * j], a, m.ch3[cl]);
     }
     __syncthreads();
+#if defined(LAYOUT_NCHW)
+    ccn_apply_fwd(&p, &tl, m.x, m.ch0, m.ch1);
+#else
     if (w.r0 < w.per) {
         float a[CN_VEC], b[CN_VEC];
 #pragma unroll
@@ -240,6 +395,7 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
             cc_store(&p, g, v);
         }
     }
+#endif
     frost_cluster_wait(); /* no block leaves while another may still read its records */
 }
 
@@ -251,11 +407,20 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
     cc_smem m;
     cc_carve(&p, (unsigned char *)cnorm_smem, 2, &m);
     const cnorm_tile tl = cn_tile(&p, blockIdx.x);
+#if defined(LAYOUT_NCHW)
+    const cc_map w = {0, 0, 0, 0}; /* NCHW walks the tile by warps (ccn_*) */
+#else
     const cc_map w = cc_map_make(&p);
+#endif
     const int tid = threadIdx.x, cg = p.cg;
     cc_ramp(&p);
+#if defined(LAYOUT_NCHW)
+    ccn_load(&p, &tl, (const frost_io *)p.x, p.x_sn, m.x);
+    ccn_load(&p, &tl, (const frost_io *)p.dy, p.dy_sn, m.dy);
+#else
     cc_load(&p, &tl, &w, (const frost_io *)p.x, p.x_sn, m.x);
     cc_load(&p, &tl, &w, (const frost_io *)p.dy, p.dy_sn, m.dy);
+#endif
     /* while the tiles land: ch3 = w_eff per channel, and the saved statistics */
     const int both = CNORM_F_SAVED_MEAN | CNORM_F_SAVED_RSTD;
     const bool recompute = (p.flags & both) != both;
@@ -283,6 +448,9 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
         __syncthreads();
     }
     /* per channel: sum dy, sum dy (x - mean) */
+#if defined(LAYOUT_NCHW)
+    ccn_bwd_sums(&p, &tl, m.x, m.dy, m.fin, m.ch0, m.ch1);
+#else
     float a[CN_VEC], b[CN_VEC];
 #pragma unroll
     for (int k = 0; k < CN_VEC; k++)
@@ -306,6 +474,7 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
         }
     }
     cc_reduce(&p, &w, a, b, m.ch0, m.ch1, m.scratch);
+#endif
     if (p.want_rec) /* d_scale / d_bias records (n, c, tile) for cnorm_bwd_dparams_kernel */
         for (int cl = tid; cl < p.cw; cl += CNC_THREADS) {
             float *rec = (float *)(p.ws + p.off_rec) + (((int64_t)tl.n * p.c + tl.c0 + cl) * p.k_tiles + tl.index) * 2;
@@ -348,6 +517,9 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
         m.ch2[cl] = m.rec[4 * j];
     }
     __syncthreads();
+#if defined(LAYOUT_NCHW)
+    ccn_apply_bwd(&p, &tl, m.x, m.dy, m.ch0, m.ch1, m.ch2);
+#else
     if (w.r0 < w.per) {
         float kk[CN_VEC], cdy[CN_VEC], cx[CN_VEC];
 #pragma unroll
@@ -370,5 +542,6 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
             cc_store(&p, g, vx);
         }
     }
+#endif
     frost_cluster_wait();
 }

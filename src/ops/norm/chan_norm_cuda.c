@@ -26,8 +26,9 @@
  * exchange are zeroed by a memset on the caller's stream before each launch; nothing else
  * is allocated or hashed at execute.
  *
- * The cluster path (chan_norm_cluster.cu, sm_90): GroupNorm / InstanceNorm on NHWC 16-byte
- * units, when frost__cnorm_choose_cluster finds a tiling that fills the device: a
+ * The cluster path (chan_norm_cluster.cu, sm_90): GroupNorm / InstanceNorm on 16-byte units
+ * (NHWC: of channels; NCHW: of pixels), when frost__cnorm_choose_cluster finds a tiling that
+ * fills the device: a
  * segment's tiles run as one thread-block cluster and merge their statistics through
  * distributed shared memory, one block per tile, no workspace exchange.  A base that turns
  * out misaligned at execute takes the kernel's element-by-element loads and stores.
@@ -44,7 +45,7 @@
  *
  * Kernel keys: DTYPE_F32|F16|BF16, KIND_GROUP|INSTANCE|BATCH, LAYOUT_NCHW|NHWC, per entry
  * point (main, finalize, dparams): 90 keys; the cluster path's main kernels add CLUSTER =
- * 1, 2, 4, 8 (48 keys), the stream path three per dtype and direction (the combined kernel,
+ * 1, 2, 4, 8 in both layouts (96 keys), the stream path three per dtype and direction (the combined kernel,
  * the statistics and the output entry points with STREAM_BLOCKS = 2: 18); all listed by
  * frost__cnorm_cuda_keys.
  */
@@ -226,7 +227,7 @@ static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
     k->ramp_cycles = (int32_t)geo->ramp_cycles;
     k->ramp_classes = (int32_t)geo->ramp_classes;
     k->first_wave = (int32_t)(geo->first_wave < INT32_MAX ? geo->first_wave : INT32_MAX);
-    k->pitch = (int32_t)(geo->cluster || geo->stream ? geo->cw : pl->nhwc ? CNORM_PITCH_NHWC(geo->cw) : geo->rows);
+    k->pitch = (int32_t)(!pl->nhwc ? geo->rows : geo->cluster || geo->stream ? geo->cw : CNORM_PITCH_NHWC(geo->cw));
     /* developer tuning: FROST_CNORM_PREFETCH = 0 bulk, 1 lines (the default), 2 none */
     const char *pf = getenv("FROST_CNORM_PREFETCH");
     k->prefetch = pf && pf[0] >= '0' && pf[0] <= '2' && !pf[1] ? pf[0] - '0' : CNORM_PREFETCH_DEFAULT;
@@ -561,11 +562,12 @@ static void cnorm_describe(const void *plan, frost__buf *out)
     }
     frost__key_print(&pl->keys[ENTRY_MAIN], out);
     if (geo->cluster) {
-        frost__buf_printf(out, "; NHWC tiles of %lld rows x %lld channels (%zu B shared memory), %lld segments, each "
+        frost__buf_printf(out, "; %s tiles of %lld rows x %lld channels (%zu B shared memory), %lld segments, each "
                                "one thread-block cluster of %lld tiles; x%s read from HBM once, statistics merged "
                                "through distributed shared memory in rank order (deterministic), grid %u x %d",
-                          (long long)geo->rows, (long long)geo->cw, geo->smem, (long long)geo->num_segments,
-                          (long long)geo->k_tiles, pl->backward ? " and dY" : "", pl->grid_main, CNC_THREADS);
+                          pl->nhwc ? "NHWC" : "NCHW", (long long)geo->rows, (long long)geo->cw, geo->smem,
+                          (long long)geo->num_segments, (long long)geo->k_tiles, pl->backward ? " and dY" : "",
+                          pl->grid_main, CNC_THREADS);
         if (pl->params.ramp_cycles > 0 && pl->params.ramp_classes > 1)
             frost__buf_printf(out, "; the first %d blocks start over %d SM cycles in %d classes, so that blocks "
                                    "sharing an SM load, reduce and store at different times",
@@ -662,15 +664,16 @@ int frost__cnorm_cuda_keys(frost__kernel_key *keys, int cap)
                             fill_key(&keys[count], backward, entry, dtypes[d], kind, nhwc, 1, 0);
                         count++;
                     }
-    /* the cluster path: GroupNorm / InstanceNorm, NHWC, 1 to CNC_MAX_CLUSTER blocks per cluster */
+    /* the cluster path: GroupNorm / InstanceNorm, both layouts, 1 to CNC_MAX_CLUSTER blocks per cluster */
     for (int backward = 0; backward < 2; backward++)
         for (size_t d = 0; d < FROST__ARRAY_SIZE(dtypes); d++)
             for (int kind = 0; kind < 2; kind++)
-                for (int64_t cluster = 1; cluster <= CNC_MAX_CLUSTER; cluster *= 2) {
-                    if (count < cap)
-                        fill_key(&keys[count], backward, ENTRY_MAIN, dtypes[d], kind, 1, 1, cluster);
-                    count++;
-                }
+                for (int nhwc = 0; nhwc < 2; nhwc++)
+                    for (int64_t cluster = 1; cluster <= CNC_MAX_CLUSTER; cluster *= 2) {
+                        if (count < cap)
+                            fill_key(&keys[count], backward, ENTRY_MAIN, dtypes[d], kind, nhwc, 1, cluster);
+                        count++;
+                    }
     /* the stream path: BatchNorm, NHWC; the combined kernel and the split entry points at the
      * default blocks per SM */
     for (int backward = 0; backward < 2; backward++)

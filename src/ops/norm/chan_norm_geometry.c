@@ -207,8 +207,11 @@ int frost__cnorm_choose_geometry(const cnorm_shape *s, const cnorm_device *dev, 
 }
 
 /* ---- the cluster path -------------------------------------------------------------------
- * GroupNorm / InstanceNorm on NHWC 16-byte units (chan_norm_cluster.cu): one cluster of
- * k tiles per segment, no persistent grid.  The window: the narrowest whose pixel run is
+ * GroupNorm / InstanceNorm on 16-byte units (chan_norm_cluster.cu): one cluster of k tiles
+ * per segment, no persistent grid.  NCHW (units along a channel's pixels): the fewest tiles
+ * a segment (a power of two) for which some window of whole sets keeps a block's tiles
+ * within CLUSTER_TILE_BYTES, with the widest such window; rows in whole units.  Not yet
+ * measured on a GPU.  NHWC: the window: the narrowest whose pixel run is
  * a whole 128-byte line or more (C itself when C is narrower), then narrower ones when the
  * segment would need more than max_cluster tiles.  The tiles per segment: the fewest (a
  * power of two) that keep a block's tiles (x, and dy) at or under CLUSTER_TILE_BYTES
@@ -255,11 +258,14 @@ static int preferred_windows(const cnorm_shape *s, int64_t window, int64_t min_r
 static int cluster_fits(const cnorm_shape *s, const cnorm_device *dev, int64_t cw, int64_t k, int forced,
                         cnorm_geometry *out)
 {
-    const int64_t vec = 16 / s->esize, rows = frost__cnorm_ceil_div(s->hw, k);
+    /* NCHW tiles cut a channel's pixels in whole 16-byte units; the kernel keeps no
+     * reduction scratch for them (the macro's smallest, for 32 units, is reserved) */
+    const int64_t vec = 16 / s->esize, even = frost__cnorm_ceil_div(s->hw, k);
+    const int64_t rows = s->nhwc ? even : frost__cnorm_align_up(even, vec), units = s->nhwc ? cw / vec : 32;
     const size_t per_sm = dev->smem_per_sm - dev->reserved, budget = dev->optin < per_sm ? dev->optin : per_sm;
     if ((k - 1) * rows >= s->hw || (!forced && rows * cw * s->esize * s->tensors > CLUSTER_TILE_BYTES))
         return 0;
-    const size_t smem = (size_t)CNC_SMEM_BYTES(rows, cw, cw / s->cg, s->esize, s->tensors, cw / vec);
+    const size_t smem = (size_t)CNC_SMEM_BYTES(rows, cw, cw / s->cg, s->esize, s->tensors, units);
     if (smem > budget)
         return 0;
     memset(out, 0, sizeof *out);
@@ -293,10 +299,19 @@ int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, c
     int64_t forced = env_int("FROST_CNORM_CLUSTER", 1, CNC_MAX_CLUSTER);
     if ((forced & (forced - 1)) != 0 || forced > dev->max_cluster) /* not a usable size: the tiling's own choice */
         forced = 0;
-    if ((env && env[0] == '0' && !env[1]) || dev->max_cluster < 1 || s->kind == FROST__CNORM_BATCH || !s->nhwc ||
+    if ((env && env[0] == '0' && !env[1]) || dev->max_cluster < 1 || s->kind == FROST__CNORM_BATCH ||
         !s->vec_layout || s->n * s->hw * s->c == 0)
         return 0;
     int64_t order[MAX_WIDTHS];
+    if (!s->nhwc) { /* NCHW: the fewest tiles a segment, each with the widest window that fits */
+        const int count = divisors(s->c, order);
+        for (int64_t k = forced ? forced : 1; k <= (forced ? forced : dev->max_cluster); k *= 2)
+            for (int i = count - 1; i >= 0; i--)
+                if (order[i] % s->cw_unit == 0 && (!window || order[i] == window) &&
+                    cluster_fits(s, dev, order[i], k, forced != 0, out))
+                    return forced || out->num_tiles >= dev->sms;
+        return 0;
+    }
     const int count = preferred_windows(s, window, 1, order);
     for (int i = 0; i < count; i++)
         for (int64_t k = forced ? forced : 1; k <= (forced ? forced : dev->max_cluster); k *= 2)
