@@ -181,7 +181,13 @@ static const cluster_case cluster_cases[] = {
     {"gn bwd 128x256x32x32: 64 channels, 4 tiles", GN, 1, 2, 128, 256, 1024, 32, 2, NULL, 64, 4},
     {"in fwd f32 128x96x30x30: 32 channels (128-byte runs)", IN, 1, 1, 128, 96, 900, 0, 4, NULL, 32, 2},
     {"in fwd f32 8x96x30x30: too few tiles for the SMs", IN, 1, 1, 8, 96, 900, 0, 4, NULL, 0, 0},
-    {"bn: not this path", BN, 1, 1, 32, 512, 4096, 0, 2, NULL, 0, 0},
+    {"bn nhwc: not this path", BN, 1, 1, 32, 512, 4096, 0, 2, NULL, 0, 0},
+    {"bn fwd nchw 32x512x64x64: one channel, 4 tiles of 8 samples", BN, 0, 1, 32, 512, 4096, 0, 2, NULL, 1, 4},
+    {"bn bwd nchw 32x512x64x64: one channel, 8 tiles of 4 samples", BN, 0, 2, 32, 512, 4096, 0, 2, NULL, 1, 8},
+    {"bn fwd nchw 128x256x32x32: one channel, 4 tiles", BN, 0, 1, 128, 256, 1024, 0, 2, NULL, 1, 4},
+    {"bn bwd nchw 128x256x32x32: one channel, 8 tiles", BN, 0, 2, 128, 256, 1024, 0, 2, NULL, 1, 8},
+    {"bn nchw f32 4x64x8x8: too few tiles", BN, 0, 1, 4, 64, 64, 0, 4, NULL, 0, 0},
+    {"bn nchw 256x64x56x56: samples past 8 tiles", BN, 0, 1, 256, 64, 3136, 0, 2, NULL, 0, 0},
     {"gn fwd nchw 32x512x64x64: one group, 2 tiles", GN, 0, 1, 32, 512, 4096, 32, 2, NULL, 16, 2},
     {"gn bwd nchw 32x512x64x64: one group, 4 tiles", GN, 0, 2, 32, 512, 4096, 32, 2, NULL, 16, 4},
     {"gn fwd nchw 128x256x32x32: four groups, 1 tile", GN, 0, 1, 128, 256, 1024, 32, 2, NULL, 32, 1},
@@ -221,17 +227,21 @@ static void run_cluster_case(int index, const cluster_case *c, int clusters)
                  (long long)geo.k_tiles, (long long)geo.cluster, (long long)c->cw, (long long)want_k);
     if (c->c % geo.cw != 0 || geo.cw % s.cw_unit != 0 || geo.sets != geo.cw / s.cg || geo.cw / vec > CNC_THREADS)
         tu_failf("window %lld is not whole sets and units of C %lld", (long long)geo.cw, (long long)c->c);
-    if (geo.rows * geo.k_tiles < c->hw || (geo.k_tiles - 1) * geo.rows >= c->hw)
-        tu_failf("%lld rows x %lld tiles do not cut %lld pixels without an empty tile", (long long)geo.rows,
-                 (long long)geo.k_tiles, (long long)c->hw);
-    const size_t smem = (size_t)CNC_SMEM_BYTES(geo.rows, geo.cw, geo.sets, c->esize, c->tensors, c->nhwc ? geo.cw / vec : 32);
+    const int batch = c->kind == BN; /* a BatchNorm segment is a window over every sample, cut in whole samples */
+    const int64_t seg_rows = batch ? c->n * c->hw : c->hw;
+    if (geo.rows * geo.k_tiles < seg_rows || (geo.k_tiles - 1) * geo.rows >= seg_rows || geo.seg_rows != seg_rows ||
+        (batch && geo.rows % c->hw != 0))
+        tu_failf("%lld rows x %lld tiles do not cut %lld rows without an empty tile", (long long)geo.rows,
+                 (long long)geo.k_tiles, (long long)seg_rows);
+    const int64_t units = c->nhwc ? geo.cw / vec : 32; /* NCHW reserves the smallest reduction scratch */
+    const size_t smem = (size_t)CNC_SMEM_BYTES(geo.rows, geo.cw, geo.sets, c->esize, c->tensors, units);
     if (!c->nhwc && geo.rows % vec != 0)
         tu_failf("NCHW tiles of %lld rows are not whole 16-byte units", (long long)geo.rows);
     if (geo.smem != smem || smem > dev.optin || !geo.resident)
         tu_failf("%zu bytes of shared memory (the layout needs %zu, a block has %zu)", geo.smem, smem, dev.optin);
     if (!c->env && geo.rows * geo.cw * c->esize * c->tensors > 64 * 1024)
         tu_failf("tiles of %lld bytes per block", (long long)(geo.rows * geo.cw * c->esize * c->tensors));
-    if (geo.num_tiles != geo.num_segments * geo.k_tiles || geo.num_segments != c->n * (c->c / geo.cw) ||
+    if (geo.num_tiles != geo.num_segments * geo.k_tiles || geo.num_segments != (batch ? 1 : c->n) * (c->c / geo.cw) ||
         (!c->env && geo.num_tiles < dev.sms))
         tu_failf("%lld tiles for %lld segments of %lld", (long long)geo.num_tiles, (long long)geo.num_segments,
                  (long long)geo.k_tiles);

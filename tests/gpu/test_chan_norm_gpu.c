@@ -41,7 +41,8 @@
  * with FROST_CNORM_CLUSTER = 1..8 tiles per cluster (uneven last tiles, a misaligned base,
  * saved, half-saved and recomputed statistics, inference, sample gaps), chosen by the
  * tiling, and turned off, in both layouts (random cases force it too; it applies to
- * GroupNorm / InstanceNorm on 16-byte units: NHWC of channels, NCHW of pixels); BatchNorm's stream path (chan_norm_stream.cu, NHWC
+ * GroupNorm / InstanceNorm on 16-byte units, NHWC of channels, NCHW of pixels, and to NCHW
+ * BatchNorm in training, tiles of whole samples); BatchNorm's stream path (chan_norm_stream.cu, NHWC
  * training forward and backward with both saved statistics; its two-launch form by
  * default, the one-launch form with FROST_CNORM_STREAM=1) with odd row counts, sample gaps,
  * a misaligned base, three windows, one window of 512 or 256 channels, tiles shorter than a
@@ -143,6 +144,10 @@ static const ccase table[] = {
     {"gn bf16 nchw uneven tiles cluster 2", GN, BF16, 2, 96, 8, 9, 4, 0, 0, 3, 2, 1, 0, 0, 1, 0, 0, 2.0, 0, 0, 0, 2, 0},
     {"in bf16 nchw inference cluster 1", IN, BF16, 3, 16, 16, 16, 0, 0, 0, 2, 0, 0, 1, 0, 0, 0, 0, 1.0, 0, 0, 0, 1, 0},
     {"gn bf16 nchw cluster by choice", GN, BF16, 66, 64, 32, 32, 16, 0, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 0, 0, 0, 0, 0},
+    {"bn bf16 nchw cluster 4", BN, BF16, 8, 16, 16, 16, 0, 0, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 1, 0, 4, 0},
+    {"bn f32 nchw cluster 2 recomputed", BN, F32, 5, 12, 6, 10, 0, 0, 4, 1, 1, 0, 0, 1, 1, 0, 0, 1.0, 0, 0, 0, 2, 0},
+    {"bn f16 nchw cluster 8 half-saved", BN, F16, 16, 8, 8, 8, 0, 0, 0, 1, 0, 1, 0, 0, 1, 2, 0, 2.0, 0, 0, 0, 8, 0},
+    {"bn bf16 nchw cluster misaligned", BN, BF16, 4, 8, 8, 8, 0, 0, 0, 2, 2, 0, 0, 1, 1, 3, 1, 0.0, 0, 1, 0, 2, 0},
     {"bn f32 nhwc stream misaligned", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0, 1, 1.0, 0, 1, 0, 0, 1},
     {"bn bf16 nhwc stream odd rows gap", BN, BF16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 0, 0, 0, 2.0, 0, 1, 0, 0, 1},
     {"bn f16 nhwc stream 3 windows", BN, F16, 16, 192, 24, 20, 0, 1, 0, 1, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 0, 0, 0, 1},
@@ -477,9 +482,9 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
         }
         char explain[4096];
         TU_OK(frost_graph_explain(gg, explain, sizeof explain, NULL));
-        /* the cluster path: GroupNorm / InstanceNorm on 16-byte units (NHWC: C, NCHW: H x W,
-         * and the n strides, in whole units); every table case that forces it is eligible, and
-         * -1 turns it off */
+        /* the cluster path: GroupNorm / InstanceNorm, and BatchNorm NCHW in training, on 16-byte
+         * units (NHWC: C, NCHW: H x W, and the n strides, in whole units); every table case that
+         * forces it is eligible, and -1 turns it off */
         const int clustered = strstr(explain, "chan_norm_cluster.cu:cnorm_cluster_fwd_kernel") != NULL;
         const int streamed = strstr(explain, "chan_norm_stream.cu:cnorm_stream_fwd_") != NULL;
         const int want_cluster = c->cluster > 0 && strstr(c->name, "cluster") != NULL;
@@ -488,7 +493,8 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
         const int pixel_units = (c->h * c->w) % vec == 0 && (c->n <= 1 || c->n_gap % vec == 0);
         if (c->n > 0 && !clustered && !streamed && !strstr(explain, "chan_norm_fwd.cu:cnorm_fwd_kernel"))
             tu_failf("explain does not name the cuda kernel:\n%s", explain);
-        if (c->n > 0 && (clustered ? c->kind == BN || !(c->nhwc ? units : pixel_units) || c->cluster < 0 : want_cluster))
+        const int ineligible = (c->kind == BN && (c->nhwc || c->inference)) || !(c->nhwc ? units : pixel_units);
+        if (c->n > 0 && (clustered ? ineligible || c->cluster < 0 : want_cluster))
             tu_failf("cluster path %s for this case:\n%s", clustered ? "taken" : "not taken", explain);
         /* the stream path (opt-in): BatchNorm training on NHWC 16-byte units (C and the n strides); the
          * table's "stream" cases take it */

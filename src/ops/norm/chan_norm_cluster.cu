@@ -44,8 +44,8 @@
  */
 #include "chan_norm_units.cuh"
 
-#if defined(KIND_BATCH) || !defined(CLUSTER)
-#error "the cluster path is GroupNorm / InstanceNorm with CLUSTER defined"
+#if !defined(CLUSTER) || (defined(KIND_BATCH) && !defined(LAYOUT_NCHW))
+#error "the cluster path is GroupNorm / InstanceNorm, or NCHW BatchNorm, with CLUSTER defined"
 #endif
 
 /* Compiled for an older architecture (frost-precompile's cover of sm_80), the kernels keep
@@ -115,16 +115,45 @@ FROST_DEVICE void cc_load(const cnorm_params *p, const cnorm_tile *tl, const cc_
 #endif
 
 #if defined(LAYOUT_NCHW)
-/* NCHW: the shared tile is [cw][pitch = rows]; warp w takes the window's channels w, w +
- * CNC_WARPS, ..., and lane l the 16-byte units l, l + 32, ... of a channel's run of the
- * tile's pixels (nq is whole units: the path needs HW and rows in whole units). */
-#define CCN_CHANNELS(cl) for (int cl = (int)threadIdx.x / 32; cl < p->cw; cl += CNC_WARPS)
-#define CCN_UNITS(e) for (int e = (int)(threadIdx.x & 31) * CN_VEC; e < tl->nq; e += 32 * CN_VEC)
+/* NCHW: the shared tile is [cw][pitch = rows].  A channel has wpc warps (CNC_WARPS / cw when
+ * the window is narrower than the block's warps, else one): warp w takes the channels w /
+ * wpc, w / wpc + CNC_WARPS / wpc, ..., as part w % wpc of each, and its lane l the 16-byte
+ * units (part * 32 + l) + 32 wpc i of a channel's run of the tile's pixels (nq is whole
+ * units: the path needs HW and rows in whole units). */
+#define CCN_WPC(p) ((p)->cw < CNC_WARPS ? CNC_WARPS / (p)->cw : 1)
+#define CCN_CHANNELS(cl)                                                                                          \
+    const int wpc = CCN_WPC(p), part = ((int)threadIdx.x / 32) % wpc;                                              \
+    for (int cl = (int)threadIdx.x / 32 / wpc; cl < p->cw; cl += CNC_WARPS / wpc)
+#define CCN_UNITS(e, end)                                                                                         \
+    for (int e = (part * 32 + (int)(threadIdx.x & 31)) * CN_VEC; e < (end); e += 32 * wpc * CN_VEC)
 
-/* The global element of channel cl's first pixel of the tile (n stride sn). */
-FROST_DEVICE int64_t ccn_goff(const cnorm_params *p, const cnorm_tile *tl, int cl, int64_t sn)
+/* Per-channel totals of the warps' parts (a, b, folded in each warp) into ch0, ch1: parts in
+ * order.  Ends with the block synchronized. */
+FROST_DEVICE void ccn_totals(const cnorm_params *p, const float *scratch, float *ch0, float *ch1)
 {
-    return (int64_t)tl->n * sn + (int64_t)(tl->c0 + cl) * p->hw + (tl->q0 - tl->n * p->hw);
+    __syncthreads();
+    const int wpc = CCN_WPC(p);
+    for (int c = (int)threadIdx.x; c < p->cw; c += CNC_THREADS) {
+        float a = 0.0f, b = 0.0f;
+        for (int k = 0; k < wpc; k++)
+            a += scratch[2 * (c * wpc + k)], b += scratch[2 * (c * wpc + k) + 1];
+        ch0[c] = a, ch1[c] = b;
+    }
+    __syncthreads();
+}
+
+/* The tile's rows [q0, q0 + nq) of the flattened (n, pixel) space in runs that stay within
+ * one sample: GroupNorm / InstanceNorm tiles are one run, BatchNorm's whole samples (the
+ * host cuts them so).  In a run: sample n, first pixel pp, len rows, at row `done` of the
+ * shared tile.  Every bound is whole 16-byte units. */
+#define CCN_RUNS(n, pp, len, done)                                                                                 \
+    for (int n = tl->q0 / p->hw, pp = tl->q0 - n * p->hw, done = 0, len = min(p->hw - pp, tl->nq); done < tl->nq; \
+         done += len, n++, pp = 0, len = min(p->hw, tl->nq - done))
+
+/* The global element of channel cl's pixel pp of sample n (n stride sn). */
+FROST_DEVICE int64_t ccn_goff(const cnorm_params *p, const cnorm_tile *tl, int n, int cl, int pp, int64_t sn)
+{
+    return (int64_t)n * sn + (int64_t)(tl->c0 + cl) * p->hw + pp;
 }
 
 /* One tensor's tile into shared memory: cp.async (the caller waits), or element by element
@@ -132,29 +161,31 @@ FROST_DEVICE int64_t ccn_goff(const cnorm_params *p, const cnorm_tile *tl, int c
 FROST_DEVICE void ccn_load(const cnorm_params *p, const cnorm_tile *tl, const frost_io *src, int64_t sn, frost_io *tile)
 {
     CCN_CHANNELS(cl)
+    CCN_RUNS(n, pp, len, done)
     {
-        const frost_io *g = src + ccn_goff(p, tl, cl, sn);
-        frost_io *s = tile + (int64_t)cl * p->pitch;
+        const frost_io *g = src + ccn_goff(p, tl, n, cl, pp, sn);
+        frost_io *s = tile + (int64_t)cl * p->pitch + done;
         if (p->vec_ok) {
-            CCN_UNITS(e)
+            CCN_UNITS(e, len)
             cn_cp_async16(s + e, g + e);
         } else {
-            for (int e = (int)(threadIdx.x & 31); e < tl->nq; e += 32)
+            for (int e = part * 32 + (int)(threadIdx.x & 31); e < len; e += 32 * wpc)
                 s[e] = g[e];
         }
     }
 }
 
 /* Per channel of the tile: the sums of (x - s) and (x - s)^2 about s = the channel's first
- * pixel, into ch0 and ch1 (lanes in order, then a fixed butterfly). */
-FROST_DEVICE void ccn_stat_sums(const cnorm_params *p, const cnorm_tile *tl, const frost_io *x, float *ch0, float *ch1)
+ * pixel, into ch0 and ch1 (lanes in order, a fixed butterfly, the parts in order). */
+FROST_DEVICE void ccn_stat_sums(const cnorm_params *p, const cnorm_tile *tl, const frost_io *x, float *scratch,
+                                float *ch0, float *ch1)
 {
     CCN_CHANNELS(cl)
     {
         const frost_io *t = x + (int64_t)cl * p->pitch;
         const float s = frost_to_float(t[0]);
         float a = 0.0f, b = 0.0f;
-        CCN_UNITS(e)
+        CCN_UNITS(e, tl->nq)
         {
             float v[CN_VEC];
             cn_tile_vec(t, e, v);
@@ -168,10 +199,11 @@ FROST_DEVICE void ccn_stat_sums(const cnorm_params *p, const cnorm_tile *tl, con
         a = frost_warp_sum(a);
         b = frost_warp_sum(b);
         if ((threadIdx.x & 31) == 0)
-            ch0[cl] = a, ch1[cl] = b;
+            scratch[2 * (cl * wpc + part)] = a, scratch[2 * (cl * wpc + part) + 1] = b;
     }
-    __syncthreads();
+    ccn_totals(p, scratch, ch0, ch1);
 }
+
 /* y = x * a + b per channel from the shared tile (forward). */
 FROST_DEVICE void ccn_apply_fwd(const cnorm_params *p, const cnorm_tile *tl, const frost_io *x, const float *ca,
                                 const float *cb)
@@ -180,29 +212,33 @@ FROST_DEVICE void ccn_apply_fwd(const cnorm_params *p, const cnorm_tile *tl, con
     {
         const float a = ca[cl], b = cb[cl];
         const frost_io *t = x + (int64_t)cl * p->pitch;
-        frost_io *g = (frost_io *)p->out + ccn_goff(p, tl, cl, p->out_sn);
-        CCN_UNITS(e)
+        CCN_RUNS(n, pp, len, done)
         {
-            float v[CN_VEC];
-            cn_tile_vec(t, e, v);
+            frost_io *g = (frost_io *)p->out + ccn_goff(p, tl, n, cl, pp, p->out_sn);
+            CCN_UNITS(e, len)
+            {
+                float v[CN_VEC];
+                cn_tile_vec(t, done + e, v);
 #pragma unroll
-            for (int k = 0; k < CN_VEC; k++)
-                v[k] = fmaf(v[k], a, b);
-            cc_store(p, g + e, v);
+                for (int k = 0; k < CN_VEC; k++)
+                    v[k] = fmaf(v[k], a, b);
+                cc_store(p, g + e, v);
+            }
         }
     }
 }
+
 /* Per channel of the tile: sum dy into ch0 and sum dy (x - mean) into ch1, mean the set's
  * (fin[2 j]). */
 FROST_DEVICE void ccn_bwd_sums(const cnorm_params *p, const cnorm_tile *tl, const frost_io *x, const frost_io *dy,
-                               const float *fin, float *ch0, float *ch1)
+                               const float *fin, float *scratch, float *ch0, float *ch1)
 {
     CCN_CHANNELS(cl)
     {
         const float mu = fin[2 * (cl / p->cg)];
         const frost_io *tx = x + (int64_t)cl * p->pitch, *tdy = dy + (int64_t)cl * p->pitch;
         float a = 0.0f, b = 0.0f;
-        CCN_UNITS(e)
+        CCN_UNITS(e, tl->nq)
         {
             float vx[CN_VEC], vdy[CN_VEC];
             cn_tile_vec(tx, e, vx);
@@ -216,9 +252,9 @@ FROST_DEVICE void ccn_bwd_sums(const cnorm_params *p, const cnorm_tile *tl, cons
         a = frost_warp_sum(a);
         b = frost_warp_sum(b);
         if ((threadIdx.x & 31) == 0)
-            ch0[cl] = a, ch1[cl] = b;
+            scratch[2 * (cl * wpc + part)] = a, scratch[2 * (cl * wpc + part) + 1] = b;
     }
-    __syncthreads();
+    ccn_totals(p, scratch, ch0, ch1);
 }
 
 /* dx = dy * cdy + (k - x * cx) per channel from the shared tiles (backward). */
@@ -229,16 +265,19 @@ FROST_DEVICE void ccn_apply_bwd(const cnorm_params *p, const cnorm_tile *tl, con
     {
         const float k0 = ck[cl], d0 = cdy[cl], x0 = cx[cl];
         const frost_io *tx = x + (int64_t)cl * p->pitch, *tdy = dy + (int64_t)cl * p->pitch;
-        frost_io *g = (frost_io *)p->out + ccn_goff(p, tl, cl, p->out_sn);
-        CCN_UNITS(e)
+        CCN_RUNS(n, pp, len, done)
         {
-            float vx[CN_VEC], vdy[CN_VEC];
-            cn_tile_vec(tx, e, vx);
-            cn_tile_vec(tdy, e, vdy);
+            frost_io *g = (frost_io *)p->out + ccn_goff(p, tl, n, cl, pp, p->out_sn);
+            CCN_UNITS(e, len)
+            {
+                float vx[CN_VEC], vdy[CN_VEC];
+                cn_tile_vec(tx, done + e, vx);
+                cn_tile_vec(tdy, done + e, vdy);
 #pragma unroll
-            for (int k = 0; k < CN_VEC; k++)
-                vx[k] = fmaf(vdy[k], d0, fmaf(-vx[k], x0, k0));
-            cc_store(p, g + e, vx);
+                for (int k = 0; k < CN_VEC; k++)
+                    vx[k] = fmaf(vdy[k], d0, fmaf(-vx[k], x0, k0));
+                cc_store(p, g + e, vx);
+            }
         }
     }
 }
@@ -254,7 +293,7 @@ FROST_DEVICE void cc_stats(const cnorm_params *p, const cnorm_tile *tl, const cc
 {
 #if defined(LAYOUT_NCHW)
     (void)w;
-    ccn_stat_sums(p, tl, m->x, m->ch0, m->ch1);
+    ccn_stat_sums(p, tl, m->x, m->scratch, m->ch0, m->ch1);
 #else
     float s[CN_VEC], a[CN_VEC], b[CN_VEC];
 #pragma unroll
@@ -358,10 +397,8 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
     for (int j = threadIdx.x; j < p.sets; j += CNC_THREADS) {
         const float mean = m.fin[2 * j], var = m.fin[2 * j + 1] * p.inv_m, rstd = rsqrtf(var + p.eps);
         m.fin[2 * j + 1] = rstd;
-        if (leader && p.mean)
-            p.mean[cn_stat_index(&p, tl.n, tl.c0, j, p.mean_sn, p.mean_ss)] = mean;
-        if (leader && p.inv_std)
-            p.inv_std[cn_stat_index(&p, tl.n, tl.c0, j, p.inv_sn, p.inv_ss)] = rstd;
+        if (leader) /* saved statistics, and BatchNorm's running statistics */
+            fwd_set_outputs(&p, tl.n, tl.c0, j, mean, var, rstd);
     }
     __syncthreads();
     /* y = x * a + b' per channel: a = rstd w_eff, b' = bias - mean a */
@@ -449,7 +486,7 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
     }
     /* per channel: sum dy, sum dy (x - mean) */
 #if defined(LAYOUT_NCHW)
-    ccn_bwd_sums(&p, &tl, m.x, m.dy, m.fin, m.ch0, m.ch1);
+    ccn_bwd_sums(&p, &tl, m.x, m.dy, m.fin, m.scratch, m.ch0, m.ch1);
 #else
     float a[CN_VEC], b[CN_VEC];
 #pragma unroll
@@ -482,6 +519,9 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
             rec[1] = m.fin[2 * (cl / cg) + 1] * m.ch1[cl];
         }
     for (int j = tid; j < p.sets; j += CNC_THREADS) {
+#if defined(KIND_BATCH) /* a set is a channel: the sums go out unweighted (d_bias, d_scale), w applied below */
+        const float sa = m.ch0[j], sb = m.ch1[j];
+#else
         float sa = 0.0f, sb = 0.0f;
         for (int k = 0; k < cg; k++) {
             const int cl = j * cg + k;
@@ -489,6 +529,7 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
             sa = fmaf(wc, m.ch0[cl], sa);
             sb = fmaf(wc, m.ch1[cl], sb);
         }
+#endif
         m.recb[2 * j] = sa;
         m.recb[2 * j + 1] = sb;
     }
@@ -501,8 +542,19 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
             sa += v[0];
             sb += v[1];
         }
+        const float r = m.fin[2 * j + 1];
+#if defined(KIND_BATCH) /* d_bias = sum dy, d_scale = r sum dy (x - mean), from the cluster's first block */
+        if (frost_cluster_rank() == 0) {
+            if (p.d_bias)
+                p.d_bias[(int64_t)(tl.c0 + j) * p.dbias_sc] = sa;
+            if (p.d_scale)
+                p.d_scale[(int64_t)(tl.c0 + j) * p.dscale_sc] = r * sb;
+        }
+        sa *= m.ch3[j];
+        sb *= m.ch3[j];
+#endif
         /* dx = dy * (r w) - x * cx + k, cx = r^3 B / M, k = mean cx - r A / M */
-        const float r = m.fin[2 * j + 1], cx = r * r * r * sb * p.inv_m;
+        const float cx = r * r * r * sb * p.inv_m;
         m.rec[4 * j] = cx;
         m.rec[4 * j + 1] = fmaf(m.fin[2 * j], cx, -r * sa * p.inv_m);
     }

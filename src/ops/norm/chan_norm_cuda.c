@@ -27,7 +27,8 @@
  * is allocated or hashed at execute.
  *
  * The cluster path (chan_norm_cluster.cu, sm_90): GroupNorm / InstanceNorm on 16-byte units
- * (NHWC: of channels; NCHW: of pixels), when frost__cnorm_choose_cluster finds a tiling that
+ * (NHWC: of channels; NCHW: of pixels) and BatchNorm's training forward and backward on
+ * NCHW ones (tiles of whole samples), when frost__cnorm_choose_cluster finds a tiling that
  * fills the device: a
  * segment's tiles run as one thread-block cluster and merge their statistics through
  * distributed shared memory, one block per tile, no workspace exchange.  A base that turns
@@ -45,7 +46,8 @@
  *
  * Kernel keys: DTYPE_F32|F16|BF16, KIND_GROUP|INSTANCE|BATCH, LAYOUT_NCHW|NHWC, per entry
  * point (main, finalize, dparams): 90 keys; the cluster path's main kernels add CLUSTER =
- * 1, 2, 4, 8 in both layouts (96 keys), the stream path three per dtype and direction (the combined kernel,
+ * 1, 2, 4, 8 (GroupNorm / InstanceNorm in both layouts, BatchNorm NCHW: 120 keys), the
+ * stream path three per dtype and direction (the combined kernel,
  * the statistics and the output entry points with STREAM_BLOCKS = 2: 18); all listed by
  * frost__cnorm_cuda_keys.
  */
@@ -358,7 +360,7 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
         /* the stream path: the training forward, or a backward with both saved statistics */
         const int streamable = p->backward ? p->slot[FROST__CNORM_MEAN].present && p->slot[FROST__CNORM_INV_STD].present
                                            : p->phase == FROST_NORM_TRAINING;
-        if (!frost__cnorm_choose_cluster(&sh, &cd, &pl->geo) &&
+        if (!(stats && frost__cnorm_choose_cluster(&sh, &cd, &pl->geo)) &&
             !(streamable && frost__cnorm_choose_stream(&sh, &cd, &pl->geo)) &&
             !frost__cnorm_choose_geometry(&sh, &cd, stats, &pl->geo)) {
             frost__buf_printf(why, "cuda %s keeps at least %d rows of %lld channels (one %s) in shared memory: %zu "
@@ -575,6 +577,8 @@ static void cnorm_describe(const void *plan, frost__buf *out)
         if (pl->use[ENTRY_DPARAMS])
             frost__buf_printf(out, "; d_scale / d_bias summed per channel by %s in fixed order",
                               pl->keys[ENTRY_DPARAMS].entry);
+        else if (pl->backward && pl->kind == FROST__CNORM_BATCH)
+            frost__buf_printf(out, "; d_scale / d_bias written by each cluster's first block");
         return;
     }
     if (geo->stream) {
@@ -664,12 +668,15 @@ int frost__cnorm_cuda_keys(frost__kernel_key *keys, int cap)
                             fill_key(&keys[count], backward, entry, dtypes[d], kind, nhwc, 1, 0);
                         count++;
                     }
-    /* the cluster path: GroupNorm / InstanceNorm, both layouts, 1 to CNC_MAX_CLUSTER blocks per cluster */
+    /* the cluster path: GroupNorm / InstanceNorm in both layouts and BatchNorm NCHW, 1 to
+     * CNC_MAX_CLUSTER blocks per cluster */
     for (int backward = 0; backward < 2; backward++)
         for (size_t d = 0; d < FROST__ARRAY_SIZE(dtypes); d++)
-            for (int kind = 0; kind < 2; kind++)
+            for (int kind = 0; kind < 3; kind++)
                 for (int nhwc = 0; nhwc < 2; nhwc++)
                     for (int64_t cluster = 1; cluster <= CNC_MAX_CLUSTER; cluster *= 2) {
+                        if (kind == FROST__CNORM_BATCH && nhwc)
+                            continue;
                         if (count < cap)
                             fill_key(&keys[count], backward, ENTRY_MAIN, dtypes[d], kind, nhwc, 1, cluster);
                         count++;

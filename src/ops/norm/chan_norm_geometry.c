@@ -210,7 +210,8 @@ int frost__cnorm_choose_geometry(const cnorm_shape *s, const cnorm_device *dev, 
  * GroupNorm / InstanceNorm on 16-byte units (chan_norm_cluster.cu): one cluster of k tiles
  * per segment, no persistent grid.  NCHW (units along a channel's pixels): the fewest tiles
  * a segment (a power of two) for which some window of whole sets keeps a block's tiles
- * within CLUSTER_TILE_BYTES, with the widest such window; rows in whole units.  Not yet
+ * within CLUSTER_TILE_BYTES, with the widest such window; rows in whole units, and for
+ * BatchNorm (NCHW only: a segment is a window over every sample) whole samples.  Not yet
  * measured on a GPU.  NHWC: the window: the narrowest whose pixel run is
  * a whole 128-byte line or more (C itself when C is narrower), then narrower ones when the
  * segment would need more than max_cluster tiles.  The tiles per segment: the fewest (a
@@ -258,12 +259,17 @@ static int preferred_windows(const cnorm_shape *s, int64_t window, int64_t min_r
 static int cluster_fits(const cnorm_shape *s, const cnorm_device *dev, int64_t cw, int64_t k, int forced,
                         cnorm_geometry *out)
 {
-    /* NCHW tiles cut a channel's pixels in whole 16-byte units; the kernel keeps no
-     * reduction scratch for them (the macro's smallest, for 32 units, is reserved) */
-    const int64_t vec = 16 / s->esize, even = frost__cnorm_ceil_div(s->hw, k);
-    const int64_t rows = s->nhwc ? even : frost__cnorm_align_up(even, vec), units = s->nhwc ? cw / vec : 32;
+    /* NCHW tiles cut a channel's pixels in whole 16-byte units, BatchNorm's (whose segment
+     * is a window over every sample) in whole samples; the kernel keeps no reduction scratch
+     * for NCHW (the macro's smallest, for 32 units, is reserved) */
+    const int batch = s->kind == FROST__CNORM_BATCH;
+    const int64_t vec = 16 / s->esize, seg_rows = batch ? s->n * s->hw : s->hw;
+    const int64_t rows = batch    ? frost__cnorm_ceil_div(s->n, k) * s->hw
+                         : s->nhwc ? frost__cnorm_ceil_div(s->hw, k)
+                                   : frost__cnorm_align_up(frost__cnorm_ceil_div(s->hw, k), vec);
+    const int64_t units = s->nhwc ? cw / vec : 32;
     const size_t per_sm = dev->smem_per_sm - dev->reserved, budget = dev->optin < per_sm ? dev->optin : per_sm;
-    if ((k - 1) * rows >= s->hw || (!forced && rows * cw * s->esize * s->tensors > CLUSTER_TILE_BYTES))
+    if ((k - 1) * rows >= seg_rows || (!forced && rows * cw * s->esize * s->tensors > CLUSTER_TILE_BYTES))
         return 0;
     const size_t smem = (size_t)CNC_SMEM_BYTES(rows, cw, cw / s->cg, s->esize, s->tensors, units);
     if (smem > budget)
@@ -273,9 +279,9 @@ static int cluster_fits(const cnorm_shape *s, const cnorm_device *dev, int64_t c
     out->sets = cw / s->cg;
     out->windows = s->c / cw;
     out->rows = rows;
-    out->seg_rows = s->hw;
+    out->seg_rows = seg_rows;
     out->k_tiles = k;
-    out->num_segments = s->n * out->windows;
+    out->num_segments = batch ? out->windows : s->n * out->windows;
     out->num_tiles = out->num_segments * k;
     out->blocks = (int64_t)(dev->smem_per_sm / (smem + dev->reserved));
     out->blocks = out->blocks < 1 ? 1 : out->blocks > 3 ? 3 : out->blocks; /* launch bounds: 3 */
@@ -299,7 +305,7 @@ int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, c
     int64_t forced = env_int("FROST_CNORM_CLUSTER", 1, CNC_MAX_CLUSTER);
     if ((forced & (forced - 1)) != 0 || forced > dev->max_cluster) /* not a usable size: the tiling's own choice */
         forced = 0;
-    if ((env && env[0] == '0' && !env[1]) || dev->max_cluster < 1 || s->kind == FROST__CNORM_BATCH ||
+    if ((env && env[0] == '0' && !env[1]) || dev->max_cluster < 1 || (s->kind == FROST__CNORM_BATCH && s->nhwc) ||
         !s->vec_layout || s->n * s->hw * s->c == 0)
         return 0;
     int64_t order[MAX_WIDTHS];
