@@ -372,49 +372,60 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS) cnorm_bwd_finalize_k
 }
 
 /* d_bias[c] = sum of sum dy, d_scale[c] = sum of sum dy x_hat over the records (n, tile)
- * of channel c: a warp per channel; lane l adds the records m = l, l + 32, l + 64, ... (m =
- * n * k_tiles + tile) in order, DP_BATCH loads in flight, then a fixed butterfly.  Lanes
- * next to each other read records next to each other, so a load touches 32 / k_tiles
- * sectors, not 32.  With each lane walking a contiguous chunk of its own the kernel took
- * 11.4 us at GroupNorm 128x256x32x32 and 7.9 us at 32x512x64x64 (ncu, H200, 2026-12-03),
- * its loads uncoalesced on the 16 or 32 SMs its blocks hold; this way 5.0 and 4.2 us. */
+ * of channel c: CNORM_DP_SPLIT warps per channel; lane l of the channel's warp s adds the
+ * records m = g, g + G, g + 2 G, ... (g = 32 s + l, G = 32 CNORM_DP_SPLIT, m = n * k_tiles +
+ * tile) in order, DP_BATCH loads in flight, then a fixed butterfly in each warp and the
+ * warps' sums in order.  Lanes next to each other read records next to each other, so a
+ * load touches 32 / k_tiles sectors, not 32.  With each lane walking a contiguous chunk of
+ * its own the kernel took 11.4 us at GroupNorm 128x256x32x32 and 7.9 us at 32x512x64x64
+ * (ncu, H200, 2026-12-03), its loads uncoalesced on the 16 or 32 SMs its blocks hold; one
+ * warp per channel with coalesced loads, 5.0 and 4.2 us. */
 #define DP_BATCH 8
 extern "C" __global__ void __launch_bounds__(CNORM_THREADS) cnorm_bwd_dparams_kernel(const __grid_constant__ cnorm_params p)
 {
-    const int c = blockIdx.x * CNORM_WARPS + threadIdx.x / 32, lane = threadIdx.x & 31;
+    __shared__ float part[CNORM_WARPS][2];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, split = warp % CNORM_DP_SPLIT;
+    const int c = blockIdx.x * (CNORM_WARPS / CNORM_DP_SPLIT) + warp / CNORM_DP_SPLIT;
     frost_wait_prior_grid(); /* launched early after the cluster path's backward (chan_norm_cuda.c) */
-    if (c >= p.c)
-        return;
-    const float2 *rec = (const float2 *)(p.ws + p.off_rec); /* 256-byte aligned, 8 bytes a record */
-    const int k = p.k_tiles, dn = 32 / k, di = 32 % k; /* a step of 32 records: dn samples and di tiles on */
-    const int64_t total = (int64_t)p.n * k, n_stride = (int64_t)p.c * k;
-    const float2 *ch = rec + (int64_t)c * k;
-    int64_t n = lane / k;
-    int i = lane % k;
     float sdy = 0.0f, sdyx = 0.0f;
-    for (int64_t m0 = lane; m0 < total; m0 += 32 * DP_BATCH) {
-        float2 v[DP_BATCH];
+    if (c < p.c) {
+        const float2 *rec = (const float2 *)(p.ws + p.off_rec); /* 256-byte aligned, 8 bytes a record */
+        const int g = split * 32 + lane, G = 32 * CNORM_DP_SPLIT;
+        const int k = p.k_tiles, dn = G / k, di = G % k; /* a step of G records: dn samples and di tiles on */
+        const int64_t total = (int64_t)p.n * k, n_stride = (int64_t)p.c * k;
+        const float2 *ch = rec + (int64_t)c * k;
+        int64_t n = g / k;
+        int i = g % k;
+        for (int64_t m0 = g; m0 < total; m0 += (int64_t)G * DP_BATCH) {
+            float2 v[DP_BATCH];
 #pragma unroll
-        for (int q = 0; q < DP_BATCH; q++) {
-            v[q] = m0 + 32 * q < total ? ch[n * n_stride + i] : make_float2(0.0f, 0.0f);
-            n += dn;
-            i += di;
-            if (i >= k)
-                i -= k, n++;
-        }
-#pragma unroll
-        for (int q = 0; q < DP_BATCH; q++)
-            if (m0 + 32 * q < total) {
-                sdy += v[q].x;
-                sdyx += v[q].y;
+            for (int q = 0; q < DP_BATCH; q++) {
+                v[q] = m0 + (int64_t)G * q < total ? ch[n * n_stride + i] : make_float2(0.0f, 0.0f);
+                n += dn;
+                i += di;
+                if (i >= k)
+                    i -= k, n++;
             }
+#pragma unroll
+            for (int q = 0; q < DP_BATCH; q++)
+                if (m0 + (int64_t)G * q < total) {
+                    sdy += v[q].x;
+                    sdyx += v[q].y;
+                }
+        }
     }
     sdy = frost_warp_sum(sdy);
     sdyx = frost_warp_sum(sdyx);
-    if (lane == 0) {
+    if (lane == 0)
+        part[warp][0] = sdy, part[warp][1] = sdyx;
+    __syncthreads();
+    if (lane == 0 && split == 0 && c < p.c) {
+        float a = 0.0f, b = 0.0f;
+        for (int q = 0; q < CNORM_DP_SPLIT; q++)
+            a += part[warp + q][0], b += part[warp + q][1];
         if (p.d_bias)
-            p.d_bias[(int64_t)c * p.dbias_sc] = sdy;
+            p.d_bias[(int64_t)c * p.dbias_sc] = a;
         if (p.d_scale)
-            p.d_scale[(int64_t)c * p.dscale_sc] = sdyx;
+            p.d_scale[(int64_t)c * p.dscale_sc] = b;
     }
 }

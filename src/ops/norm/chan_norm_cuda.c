@@ -401,7 +401,7 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
     fill_params(p, pl);
     plan_workspace(pl);
     pl->grid_finalize = (unsigned)frost__cnorm_ceil_div(pl->geo.num_segments * pl->geo.sets, CNORM_FIN_SETS);
-    pl->grid_dparams = (unsigned)frost__cnorm_ceil_div(p->c, CNORM_WARPS);
+    pl->grid_dparams = (unsigned)frost__cnorm_ceil_div(p->c, CNORM_WARPS / CNORM_DP_SPLIT);
     *plan_out = pl;
     return FROST_OK;
 }

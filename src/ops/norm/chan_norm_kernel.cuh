@@ -50,6 +50,7 @@
 
 #define CNORM_THREADS 512
 #define CNORM_WARPS (CNORM_THREADS / 32)
+#define CNORM_DP_SPLIT 4 /* warps per channel of cnorm_bwd_dparams_kernel (chan_norm_bwd.cu) */
 /* Sets one block of the finalize kernels merges (cn_finalize_merge, chan_norm_stats.cuh) */
 #define CNORM_FIN_SETS 8
 /* Blocks per SM the main kernels' launch bounds cut registers for: one by default (up to
