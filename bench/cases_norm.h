@@ -5,8 +5,9 @@
  * lists.
  *
  * The shapes are the issue's: GroupNorm (32 groups) and BatchNorm, bf16, channels-last, at
- * 32x512x64x64 and 128x256x32x32, forward and backward; the first shape again in
- * contiguous NCHW; InstanceNorm at the first shape (NHWC); AdaLayerNorm at [8, 4096, 2048].
+ * 32x512x64x64 and 128x256x32x32, forward and backward; both shapes again in contiguous
+ * NCHW; InstanceNorm at the first shape in both layouts; GroupNorm at a diffusion UNet's
+ * 8x320x64x64 in NCHW; AdaLayerNorm at [8, 4096, 2048].
  * Forward is the training forward (statistics saved; BatchNorm also updates running
  * statistics); backward starts from saved mean and inv_std and yields d_x, d_scale, d_bias.
  *
@@ -43,9 +44,13 @@ static void cnorm_suite(void)
         cnorm_pair(OP_GN_FWD, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], 0);
         cnorm_pair(OP_BN_FWD, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], 0);
     }
-    cnorm_pair(OP_GN_FWD, 32, 512, 64, 64, 1); /* the same in NCHW */
-    cnorm_pair(OP_BN_FWD, 32, 512, 64, 64, 1);
+    for (int i = 0; i < 2; i++) { /* the same in NCHW */
+        cnorm_pair(OP_GN_FWD, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], 1);
+        cnorm_pair(OP_BN_FWD, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], 1);
+    }
     cnorm_pair(OP_IN_FWD, 32, 512, 64, 64, 0);
+    cnorm_pair(OP_IN_FWD, 32, 512, 64, 64, 1);
+    cnorm_pair(OP_GN_FWD, 8, 320, 64, 64, 1);
     adaln_pair(8, 4096, 2048);
 }
 

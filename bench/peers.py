@@ -70,13 +70,15 @@ def _adaln_pair(b, s, c):
 
 
 def cnorm_suite():
-    """bench/cases_norm.h: the issue's shapes, NHWC; the first again in NCHW; AdaLN."""
+    """bench/cases_norm.h: the issue's shapes in NHWC and NCHW; InstanceNorm; an SD GroupNorm; AdaLN."""
     out = []
     for shape in ((32, 512, 64, 64), (128, 256, 32, 32)):
         out += _cnorm_pair("groupnorm", *shape) + _cnorm_pair("batchnorm", *shape)
-    out += _cnorm_pair("groupnorm", 32, 512, 64, 64, "nchw")
-    out += _cnorm_pair("batchnorm", 32, 512, 64, 64, "nchw")
+    for shape in ((32, 512, 64, 64), (128, 256, 32, 32)):
+        out += _cnorm_pair("groupnorm", *shape, "nchw") + _cnorm_pair("batchnorm", *shape, "nchw")
     out += _cnorm_pair("instancenorm", 32, 512, 64, 64)
+    out += _cnorm_pair("instancenorm", 32, 512, 64, 64, "nchw")
+    out += _cnorm_pair("groupnorm", 8, 320, 64, 64, "nchw")
     return out + _adaln_pair(8, 4096, 2048)
 
 
