@@ -187,7 +187,14 @@ static const cluster_case cluster_cases[] = {
     {"bn fwd nchw 128x256x32x32: one channel, 4 tiles", BN, 0, 1, 128, 256, 1024, 0, 2, NULL, 1, 4},
     {"bn bwd nchw 128x256x32x32: one channel, 8 tiles", BN, 0, 2, 128, 256, 1024, 0, 2, NULL, 1, 8},
     {"bn nchw f32 4x64x8x8: too few tiles", BN, 0, 1, 4, 64, 64, 0, 4, NULL, 0, 0},
-    {"bn nchw 256x64x56x56: samples past 8 tiles", BN, 0, 1, 256, 64, 3136, 0, 2, NULL, 0, 0},
+    {"bn fwd nchw 256x64x56x56: 8 tiles of 200 KB (past 8 of 64 KB)", BN, 0, 1, 256, 64, 3136, 0, 2, NULL, 1, 8},
+    {"bn bwd nchw 256x64x56x56: past 8 tiles a block can hold", BN, 0, 2, 256, 64, 3136, 0, 2, NULL, 0, 0},
+    {"bn bwd nchw 64x256x56x56: 8 tiles of 100 KB", BN, 0, 2, 64, 256, 3136, 0, 2, NULL, 1, 8},
+    {"bn fwd nchw 32x64x112x112: 8 tiles of 100 KB", BN, 0, 1, 32, 64, 12544, 0, 2, NULL, 1, 8},
+    {"bn bwd nchw 32x64x112x112: 8 tiles of 200 KB", BN, 0, 2, 32, 64, 12544, 0, 2, NULL, 1, 8},
+    {"gn fwd nchw 4x128x256x256: one group, 8 tiles of 64 KB", GN, 0, 1, 4, 128, 65536, 32, 2, NULL, 4, 8},
+    {"gn bwd nchw 4x128x256x256: one group, 8 tiles of 128 KB", GN, 0, 2, 4, 128, 65536, 32, 2, NULL, 4, 8},
+    {"gn bwd nchw 2x256x256x256: past 8 tiles a block can hold", GN, 0, 2, 2, 256, 65536, 32, 2, NULL, 0, 0},
     {"gn fwd nchw 32x512x64x64: one group, 2 tiles", GN, 0, 1, 32, 512, 4096, 32, 2, NULL, 16, 2},
     {"gn bwd nchw 32x512x64x64: one group, 4 tiles", GN, 0, 2, 32, 512, 4096, 32, 2, NULL, 16, 4},
     {"gn fwd nchw 128x256x32x32: four groups, 1 tile", GN, 0, 1, 128, 256, 1024, 32, 2, NULL, 32, 1},
@@ -239,7 +246,10 @@ static void run_cluster_case(int index, const cluster_case *c, int clusters)
         tu_failf("NCHW tiles of %lld rows are not whole 16-byte units", (long long)geo.rows);
     if (geo.smem != smem || smem > dev.optin || !geo.resident)
         tu_failf("%zu bytes of shared memory (the layout needs %zu, a block has %zu)", geo.smem, smem, dev.optin);
-    if (!c->env && geo.rows * geo.cw * c->esize * c->tensors > 64 * 1024)
+    /* past 64 KB only NCHW, and only when a set's segment needs it in max_cluster tiles */
+    const int64_t least = (batch ? (c->n + 7) / 8 * c->hw : ((c->hw + 7) / 8 + vec - 1) / vec * vec) * s.cg;
+    if (!c->env && geo.rows * geo.cw * c->esize * c->tensors > 64 * 1024 &&
+        (c->nhwc || least * c->esize * c->tensors <= 64 * 1024))
         tu_failf("tiles of %lld bytes per block", (long long)(geo.rows * geo.cw * c->esize * c->tensors));
     if (geo.num_tiles != geo.num_segments * geo.k_tiles || geo.num_segments != (batch ? 1 : c->n) * (c->c / geo.cw) ||
         (!c->env && geo.num_tiles < dev.sms))

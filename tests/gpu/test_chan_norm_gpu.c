@@ -148,6 +148,10 @@ static const ccase table[] = {
     {"bn f32 nchw cluster 2 recomputed", BN, F32, 5, 12, 6, 10, 0, 0, 4, 1, 1, 0, 0, 1, 1, 0, 0, 1.0, 0, 0, 0, 2, 0},
     {"bn f16 nchw cluster 8 half-saved", BN, F16, 16, 8, 8, 8, 0, 0, 0, 1, 0, 1, 0, 0, 1, 2, 0, 2.0, 0, 0, 0, 8, 0},
     {"bn bf16 nchw cluster misaligned", BN, BF16, 4, 8, 8, 8, 0, 0, 0, 2, 2, 0, 0, 1, 1, 3, 1, 0.0, 0, 1, 0, 2, 0},
+    {"bn bf16 nchw cluster large tiles", BN, BF16, 16, 24, 112, 112, 0, 0, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 0, 0, 0,
+     0},
+    {"gn bf16 nchw cluster large tiles", GN, BF16, 2, 64, 256, 256, 16, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 0, 0, 0,
+     0},
     {"bn f32 nhwc stream misaligned", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0, 1, 1.0, 0, 1, 0, 0, 1},
     {"bn bf16 nhwc stream odd rows gap", BN, BF16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 0, 0, 0, 2.0, 0, 1, 0, 0, 1},
     {"bn f16 nhwc stream 3 windows", BN, F16, 16, 192, 24, 20, 0, 1, 0, 1, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 0, 0, 0, 1},
@@ -539,6 +543,11 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
                 tu_compare_whole("d_scale", &r.gpu[T_DSCALE], &r.cpu[T_DSCALE], pt, 0);
             if (r.id[T_DBIAS])
                 tu_compare_whole("d_bias", &r.gpu[T_DBIAS], &r.cpu[T_DBIAS], pt, 0);
+            /* "large tiles": a segment past 8 tiles of 64 KB (x and dy), cut in 8 larger ones */
+            char explain[4096];
+            TU_OK(frost_graph_explain(gg, explain, sizeof explain, NULL));
+            if (strstr(c->name, "large tiles") && !strstr(explain, "chan_norm_cluster.cu:cnorm_cluster_bwd_kernel"))
+                tu_failf("the backward did not take the cluster path with large tiles:\n%s", explain);
         }
         frost_graph_destroy(gc);
         frost_graph_destroy(gg);

@@ -211,11 +211,18 @@ int frost__cnorm_choose_geometry(const cnorm_shape *s, const cnorm_device *dev, 
  * per segment, no persistent grid.  NCHW (units along a channel's pixels): the fewest tiles
  * a segment (a power of two) for which some window of whole sets keeps a block's tiles
  * within CLUSTER_TILE_BYTES, with the widest such window; rows in whole units, and for
- * BatchNorm (NCHW only: a segment is a window over every sample) whole samples.  Not yet
- * measured on a GPU.  NHWC: the window: the narrowest whose pixel run is
- * a whole 128-byte line or more (C itself when C is narrower), then narrower ones when the
- * segment would need more than max_cluster tiles.  The tiles per segment: the fewest (a
- * power of two) that keep a block's tiles (x, and dy) at or under CLUSTER_TILE_BYTES
+ * BatchNorm (NCHW only: a segment is a window over every sample) whole samples.  When no
+ * window fits that in max_cluster tiles, the smallest larger tiles a block's shared memory
+ * holds (the most a segment, the narrowest window: two blocks an SM where they fit).
+ * Measured on the H200 (2026-12-03, bf16, GB/s, against the three-kernel fallback):
+ * GroupNorm(32) 32x512x64x64 forward 2538 -> 3303, backward 1199 -> 2957, BatchNorm 1505 ->
+ * 2872 and 1216 -> 2944; with the larger tiles (8 a segment), BatchNorm 64x256x56x56
+ * backward 946 -> 2184, 32x64x112x112 forward 1319 -> 1755 and backward 973 -> 2194,
+ * GroupNorm(32) 4x128x256x256 backward 1189 -> 2222; 4 tiles of twice the size gave 0.95x
+ * (BatchNorm 64x256x56x56 backward) and 1.04x (32x64x112x112 forward).  NHWC: the window:
+ * the narrowest whose pixel run is a whole 128-byte line or more (C itself when C is
+ * narrower), then narrower ones when the segment would need more than max_cluster tiles.
+ * The tiles per segment: the fewest (a power of two) that keep a block's tiles (x, and dy) at or under CLUSTER_TILE_BYTES
  * together, so two or three blocks share an SM (one's loads overlap another's arithmetic
  * and stores).  Measured on the H200 (2026-12-02, docs/PERF.md, GroupNorm(32) bf16):
  * 64-channel windows with 64 KB tiles were the fastest forward of the windows 32-256 and
@@ -256,7 +263,9 @@ static int preferred_windows(const cnorm_shape *s, int64_t window, int64_t min_r
     return count;
 }
 
-static int cluster_fits(const cnorm_shape *s, const cnorm_device *dev, int64_t cw, int64_t k, int forced,
+/* Whether a window of cw channels in k tiles a segment fits a block, its tiles (x, and dy)
+ * at most cap bytes together; if so, the geometry into out. */
+static int cluster_fits(const cnorm_shape *s, const cnorm_device *dev, int64_t cw, int64_t k, size_t cap,
                         cnorm_geometry *out)
 {
     /* NCHW tiles cut a channel's pixels in whole 16-byte units, BatchNorm's (whose segment
@@ -269,7 +278,7 @@ static int cluster_fits(const cnorm_shape *s, const cnorm_device *dev, int64_t c
                                    : frost__cnorm_align_up(frost__cnorm_ceil_div(s->hw, k), vec);
     const int64_t units = s->nhwc ? cw / vec : 32;
     const size_t per_sm = dev->smem_per_sm - dev->reserved, budget = dev->optin < per_sm ? dev->optin : per_sm;
-    if ((k - 1) * rows >= seg_rows || (!forced && rows * cw * s->esize * s->tensors > CLUSTER_TILE_BYTES))
+    if ((k - 1) * rows >= seg_rows || (size_t)(rows * cw * s->esize * s->tensors) > cap)
         return 0;
     const size_t smem = (size_t)CNC_SMEM_BYTES(rows, cw, cw / s->cg, s->esize, s->tensors, units);
     if (smem > budget)
@@ -309,19 +318,27 @@ int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, c
         !s->vec_layout || s->n * s->hw * s->c == 0)
         return 0;
     int64_t order[MAX_WIDTHS];
+    const size_t any = (size_t)-1, cap = forced ? any : CLUSTER_TILE_BYTES;
     if (!s->nhwc) { /* NCHW: the fewest tiles a segment, each with the widest window that fits */
         const int count = divisors(s->c, order);
         for (int64_t k = forced ? forced : 1; k <= (forced ? forced : dev->max_cluster); k *= 2)
             for (int i = count - 1; i >= 0; i--)
                 if (order[i] % s->cw_unit == 0 && (!window || order[i] == window) &&
-                    cluster_fits(s, dev, order[i], k, forced != 0, out))
+                    cluster_fits(s, dev, order[i], k, cap, out))
                     return forced || out->num_tiles >= dev->sms;
+        /* then the smallest tiles past that which a block holds: the most a segment, the
+         * narrowest window (two blocks an SM where they fit) */
+        for (int64_t k = forced ? 0 : dev->max_cluster; k >= 1; k /= 2)
+            for (int i = 0; i < count; i++)
+                if (order[i] % s->cw_unit == 0 && (!window || order[i] == window) &&
+                    cluster_fits(s, dev, order[i], k, any, out))
+                    return out->num_tiles >= dev->sms;
         return 0;
     }
     const int count = preferred_windows(s, window, 1, order);
     for (int i = 0; i < count; i++)
         for (int64_t k = forced ? forced : 1; k <= (forced ? forced : dev->max_cluster); k *= 2)
-            if (cluster_fits(s, dev, order[i], k, forced != 0, out))
+            if (cluster_fits(s, dev, order[i], k, cap, out))
                 return forced || out->num_tiles >= dev->sms;
     return 0;
 }
