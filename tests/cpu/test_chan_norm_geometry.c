@@ -205,6 +205,9 @@ static const cluster_case cluster_cases[] = {
     {"nchw hw not whole units: not this path", GN, 0, 1, 32, 512, 4095, 32, 2, NULL, 0, 0},
     {"odd C (no 16-byte units), forced", GN, 1, 1, 64, 22, 81, 11, 2, "FROST_CNORM_CLUSTER=2", 0, 0},
     {"a segment past 8 tiles", GN, 1, 1, 256, 64, 65536, 8, 2, NULL, 0, 0},
+    {"gn bwd nhwc 8x512x128x128: 16 channels, 8 tiles of 128 KB", GN, 1, 2, 8, 512, 16384, 32, 2, NULL, 16, 8},
+    {"gn fwd nhwc 8x512x128x128: 16 channels, 8 tiles of 64 KB", GN, 1, 1, 8, 512, 16384, 32, 2, NULL, 16, 8},
+    {"gn fwd nhwc 4x128x256x256: runs under 32 bytes past 64 KB", GN, 1, 1, 4, 128, 65536, 32, 2, NULL, 0, 0},
     {"FROST_CNORM_CLUSTER=0 turns it off", GN, 1, 1, 128, 256, 1024, 32, 2, "FROST_CNORM_CLUSTER=0", 0, 0},
     {"FROST_CNORM_RAMP=0: the path without the ramp", GN, 1, 1, 32, 512, 4096, 32, 2, "FROST_CNORM_RAMP=0", 64, 8},
     {"FROST_CNORM_CLUSTER=4 forces 4 tiles", GN, 1, 1, 128, 256, 1024, 32, 2, "FROST_CNORM_CLUSTER=4", 64, 4},
@@ -246,10 +249,12 @@ static void run_cluster_case(int index, const cluster_case *c, int clusters)
         tu_failf("NCHW tiles of %lld rows are not whole 16-byte units", (long long)geo.rows);
     if (geo.smem != smem || smem > dev.optin || !geo.resident)
         tu_failf("%zu bytes of shared memory (the layout needs %zu, a block has %zu)", geo.smem, smem, dev.optin);
-    /* past 64 KB only NCHW, and only when a set's segment needs it in max_cluster tiles */
-    const int64_t least = (batch ? (c->n + 7) / 8 * c->hw : ((c->hw + 7) / 8 + vec - 1) / vec * vec) * s.cg;
+    /* past 64 KB only when the narrowest window needs it in max_cluster tiles (NHWC: with runs of
+     * 32 bytes or more) */
+    const int64_t least = c->nhwc ? (c->hw + 7) / 8 * s.cw_unit
+                          : (batch ? (c->n + 7) / 8 * c->hw : ((c->hw + 7) / 8 + vec - 1) / vec * vec) * s.cg;
     if (!c->env && geo.rows * geo.cw * c->esize * c->tensors > 64 * 1024 &&
-        (c->nhwc || least * c->esize * c->tensors <= 64 * 1024))
+        (least * c->esize * c->tensors <= 64 * 1024 || (c->nhwc && geo.cw * c->esize < 32)))
         tu_failf("tiles of %lld bytes per block", (long long)(geo.rows * geo.cw * c->esize * c->tensors));
     if (geo.num_tiles != geo.num_segments * geo.k_tiles || geo.num_segments != (batch ? 1 : c->n) * (c->c / geo.cw) ||
         (!c->env && geo.num_tiles < dev.sms))

@@ -221,9 +221,12 @@ int frost__cnorm_choose_geometry(const cnorm_shape *s, const cnorm_device *dev, 
  * GroupNorm(32) 4x128x256x256 backward 1189 -> 2222; 4 tiles of twice the size gave 0.95x
  * (BatchNorm 64x256x56x56 backward) and 1.04x (32x64x112x112 forward).  NHWC: the window:
  * the narrowest whose pixel run is a whole 128-byte line or more (C itself when C is
- * narrower), then narrower ones when the segment would need more than max_cluster tiles.
- * The tiles per segment: the fewest (a power of two) that keep a block's tiles (x, and dy) at or under CLUSTER_TILE_BYTES
- * together, so two or three blocks share an SM (one's loads overlap another's arithmetic
+ * narrower), then narrower ones when the segment would need more than max_cluster tiles;
+ * past that, larger tiles as for NCHW in windows of 32-byte runs or more (GroupNorm(32)
+ * 8x512x128x128 backward, 16-channel windows in 8 tiles of 128 KB: 1832 GB/s against 1128
+ * for the fallback; 16-byte runs ran at half the fallback's speed).  The tiles per segment:
+ * the fewest (a power of two) that keep a block's tiles (x, and dy) at or under
+ * CLUSTER_TILE_BYTES together, so two or three blocks share an SM (one's loads overlap another's arithmetic
  * and stores).  Measured on the H200 (2026-12-02, docs/PERF.md, GroupNorm(32) bf16):
  * 64-channel windows with 64 KB tiles were the fastest forward of the windows 32-256 and
  * clusters 2-8 tried at both target shapes, and the backward ran 1.13-1.20x faster with 32 KB
@@ -335,11 +338,17 @@ int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, c
                     return out->num_tiles >= dev->sms;
         return 0;
     }
-    const int count = preferred_windows(s, window, 1, order);
+    int count = preferred_windows(s, window, 1, order);
     for (int i = 0; i < count; i++)
         for (int64_t k = forced ? forced : 1; k <= (forced ? forced : dev->max_cluster); k *= 2)
             if (cluster_fits(s, dev, order[i], k, cap, out))
                 return forced || out->num_tiles >= dev->sms;
+    /* then, as for NCHW, the smallest larger tiles, in windows of 32-byte pixel runs or more */
+    count = forced ? 0 : preferred_windows(s, window, 32, order);
+    for (int64_t k = dev->max_cluster; k >= 1 && count; k /= 2)
+        for (int i = 0; i < count; i++)
+            if (cluster_fits(s, dev, order[i], k, any, out))
+                return out->num_tiles >= dev->sms;
     return 0;
 }
 
