@@ -152,6 +152,8 @@ static const ccase table[] = {
      0},
     {"gn bf16 nchw cluster large tiles", GN, BF16, 2, 64, 256, 256, 16, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 0, 0, 0,
      0},
+    {"gn bf16 nhwc cluster large tiles", GN, BF16, 1, 512, 128, 128, 32, 1, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.5, 0, 0, 0, 0,
+     0},
     {"bn f32 nhwc stream misaligned", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0, 1, 1.0, 0, 1, 0, 0, 1},
     {"bn bf16 nhwc stream odd rows gap", BN, BF16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 0, 0, 0, 2.0, 0, 1, 0, 0, 1},
     {"bn f16 nhwc stream 3 windows", BN, F16, 16, 192, 24, 20, 0, 1, 0, 1, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 0, 0, 0, 1},
