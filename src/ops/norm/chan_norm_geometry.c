@@ -321,7 +321,9 @@ int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, c
         !s->vec_layout || s->n * s->hw * s->c == 0)
         return 0;
     int64_t order[MAX_WIDTHS];
-    const size_t any = (size_t)-1, cap = forced ? any : CLUSTER_TILE_BYTES;
+    /* FROST_CNORM_CLUSTER_KB: the tile bound in KB instead of CLUSTER_TILE_BYTES (a tuning knob) */
+    const int64_t kb = env_int("FROST_CNORM_CLUSTER_KB", 8, 1024);
+    const size_t any = (size_t)-1, cap = forced ? any : kb ? (size_t)kb * 1024 : CLUSTER_TILE_BYTES;
     if (!s->nhwc) { /* NCHW: the fewest tiles a segment, each with the widest window that fits */
         const int count = divisors(s->c, order);
         for (int64_t k = forced ? forced : 1; k <= (forced ? forced : dev->max_cluster); k *= 2)
