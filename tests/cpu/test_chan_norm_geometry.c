@@ -188,13 +188,17 @@ static const cluster_case cluster_cases[] = {
     {"bn bwd nchw 128x256x32x32: one channel, 8 tiles", BN, 0, 2, 128, 256, 1024, 0, 2, NULL, 1, 8},
     {"bn nchw f32 4x64x8x8: too few tiles", BN, 0, 1, 4, 64, 64, 0, 4, NULL, 0, 0},
     {"bn fwd nchw 256x64x56x56: 8 tiles of 200 KB (past 8 of 64 KB)", BN, 0, 1, 256, 64, 3136, 0, 2, NULL, 1, 8},
-    {"bn bwd nchw 256x64x56x56: past 8 tiles a block can hold", BN, 0, 2, 256, 64, 3136, 0, 2, NULL, 0, 0},
+    {"bn bwd nchw 256x64x56x56: 8 tiles past a block, the rest read twice", BN, 0, 2, 256, 64, 3136, 0, 2, NULL, 1,
+     8},
+    {"bn fwd nchw 256x64x112x112: what 8 tiles leave over is past half of L2", BN, 0, 1, 256, 64, 12544, 0, 2, NULL,
+     0, 0},
     {"bn bwd nchw 64x256x56x56: 8 tiles of 100 KB", BN, 0, 2, 64, 256, 3136, 0, 2, NULL, 1, 8},
     {"bn fwd nchw 32x64x112x112: 8 tiles of 100 KB", BN, 0, 1, 32, 64, 12544, 0, 2, NULL, 1, 8},
     {"bn bwd nchw 32x64x112x112: 8 tiles of 200 KB", BN, 0, 2, 32, 64, 12544, 0, 2, NULL, 1, 8},
     {"gn fwd nchw 4x128x256x256: one group, 8 tiles of 64 KB", GN, 0, 1, 4, 128, 65536, 32, 2, NULL, 4, 8},
     {"gn bwd nchw 4x128x256x256: one group, 8 tiles of 128 KB", GN, 0, 2, 4, 128, 65536, 32, 2, NULL, 4, 8},
-    {"gn bwd nchw 2x256x256x256: past 8 tiles a block can hold", GN, 0, 2, 2, 256, 65536, 32, 2, NULL, 0, 0},
+    {"gn bwd nchw 2x256x256x256: 8 tiles past a block, the rest read twice", GN, 0, 2, 2, 256, 65536, 32, 2, NULL, 8,
+     8},
     {"gn fwd nchw 32x512x64x64: one group, 2 tiles", GN, 0, 1, 32, 512, 4096, 32, 2, NULL, 16, 2},
     {"gn bwd nchw 32x512x64x64: one group, 4 tiles", GN, 0, 2, 32, 512, 4096, 32, 2, NULL, 16, 4},
     {"gn fwd nchw 128x256x32x32: four groups, 1 tile", GN, 0, 1, 128, 256, 1024, 32, 2, NULL, 32, 1},
@@ -244,7 +248,14 @@ static void run_cluster_case(int index, const cluster_case *c, int clusters)
         tu_failf("%lld rows x %lld tiles do not cut %lld rows without an empty tile", (long long)geo.rows,
                  (long long)geo.k_tiles, (long long)seg_rows);
     const int64_t units = c->nhwc ? geo.cw / vec : 32; /* NCHW reserves the smallest reduction scratch */
-    const size_t smem = (size_t)CNC_SMEM_BYTES(geo.rows, geo.cw, geo.sets, c->esize, c->tensors, units);
+    /* a tile past a block's shared memory (NCHW) holds whole units, as many as fit, and leaves
+     * over at most half of L2 across the SMs */
+    const int64_t held = geo.held ? geo.held : geo.rows, row_bytes = geo.cw * c->esize * c->tensors;
+    if (geo.held && (c->nhwc || held % vec != 0 || held >= geo.rows || geo.blocks != 1 ||
+                     (size_t)CNC_SMEM_BYTES(held + vec, geo.cw, geo.sets, c->esize, c->tensors, units) <= dev.optin ||
+                     dev.sms * (geo.rows - held) * row_bytes > dev.l2_bytes / 2))
+        tu_failf("%lld of %lld rows held in shared memory", (long long)geo.held, (long long)geo.rows);
+    const size_t smem = (size_t)CNC_SMEM_BYTES(held, geo.cw, geo.sets, c->esize, c->tensors, units);
     if (!c->nhwc && geo.rows % vec != 0)
         tu_failf("NCHW tiles of %lld rows are not whole 16-byte units", (long long)geo.rows);
     if (geo.smem != smem || smem > dev.optin || !geo.resident)

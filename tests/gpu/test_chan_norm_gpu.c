@@ -154,6 +154,10 @@ static const ccase table[] = {
      0},
     {"gn bf16 nhwc cluster large tiles", GN, BF16, 1, 512, 128, 128, 32, 1, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.5, 0, 0, 0, 0,
      0},
+    {"bn bf16 nchw cluster large tiles, bwd past shared memory", BN, BF16, 40, 20, 112, 112, 0, 0, 0, 2, 2, 0, 0, 1, 1,
+     1, 0, 0.5, 0, 0, 0, 0, 0},
+    {"gn bf16 nchw cluster fwd past shared memory", GN, BF16, 1, 32, 1000, 1024, 32, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0, 1.0,
+     0, 0, 0, 0, 0},
     {"bn f32 nhwc stream misaligned", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0, 1, 1.0, 0, 1, 0, 0, 1},
     {"bn bf16 nhwc stream odd rows gap", BN, BF16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 0, 0, 0, 2.0, 0, 1, 0, 0, 1},
     {"bn f16 nhwc stream 3 windows", BN, F16, 16, 192, 24, 20, 0, 1, 0, 1, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 0, 0, 0, 1},
@@ -526,6 +530,10 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
             tu_failf("the stream path's %s form, expected the other:\n%s", two_launches ? "two-launch" : "one-launch",
                      explain);
         /* these cases are sized to exceed one wave of 16 KB tiles on a GPU of <= 140 SMs */
+        /* "fwd past shared memory": the tiles hold part of their rows and read the rest twice */
+        const char *held = "reads the other";
+        if (strstr(c->name, "fwd past shared memory") && (!clustered || !strstr(explain, held)))
+            tu_failf("the forward's tiles do not read rows past shared memory twice:\n%s", explain);
         if (strstr(c->name, "fallback") && dev->sm_count <= 140 && !strstr(explain, "second read of x"))
             tu_failf("expected the three-kernel fallback:\n%s", explain);
     }
@@ -550,6 +558,8 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
             TU_OK(frost_graph_explain(gg, explain, sizeof explain, NULL));
             if (strstr(c->name, "large tiles") && !strstr(explain, "chan_norm_cluster.cu:cnorm_cluster_bwd_kernel"))
                 tu_failf("the backward did not take the cluster path with large tiles:\n%s", explain);
+            if (strstr(c->name, "bwd past shared memory") && !strstr(explain, "reads the other"))
+                tu_failf("the backward's tiles do not read rows past shared memory twice:\n%s", explain);
         }
         frost_graph_destroy(gc);
         frost_graph_destroy(gg);

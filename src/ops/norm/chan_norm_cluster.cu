@@ -129,6 +129,38 @@ FROST_DEVICE void cc_load(const cnorm_params *p, const cnorm_tile *tl, const cc_
     for (int cl = (int)threadIdx.x / 32 / wpc; cl < p->cw; cl += CNC_WARPS / wpc)
 #define CCN_UNITS(e, end)                                                                                         \
     for (int e = (part * 32 + (int)(threadIdx.x & 31)) * CN_VEC; e < (end); e += 32 * wpc * CN_VEC)
+#define CCN_UNITS_FROM(e, from, end)                                                                              \
+    for (int e = (from) + (part * 32 + (int)(threadIdx.x & 31)) * CN_VEC; e < (end); e += 32 * wpc * CN_VEC)
+
+/* A tile may hold only its first pitch rows in shared memory (pitch < rows: a segment past
+ * max_cluster tiles of a block's shared memory).  Its other rows are read from global
+ * memory twice: for the sums (kept in L2, evict-last) and for the output (evict-first). */
+FROST_DEVICE uint64_t ccn_policy(bool keep)
+{
+    uint64_t pol;
+    if (keep)
+        asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+    else
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    return pol;
+}
+
+/* One 16-byte unit of global memory as floats (element by element when a base is not
+ * 16-byte aligned). */
+FROST_DEVICE void ccn_gvec(const cnorm_params *p, const frost_io *g, uint64_t pol, float *v)
+{
+    if (p->vec_ok) {
+        uint32_t w[4];
+        asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+                     : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                     : "l"(g), "l"(pol));
+        cn_unpack(w, v);
+    } else {
+#pragma unroll
+        for (int k = 0; k < CN_VEC; k++)
+            v[k] = frost_to_float(g[k]);
+    }
+}
 
 /* Per-channel totals of the warps' parts (a, b, folded in each warp) into ch0, ch1: parts in
  * order.  Ends with the block synchronized. */
@@ -166,13 +198,16 @@ FROST_DEVICE void ccn_load(const cnorm_params *p, const cnorm_tile *tl, const fr
     CCN_CHANNELS(cl)
     CCN_RUNS(n, pp, len, done)
     {
+        if (done >= p->pitch) /* the rows past the held ones stay in global memory */
+            break;
+        const int held = min(len, p->pitch - done);
         const frost_io *g = src + ccn_goff(p, tl, n, cl, pp, sn);
         frost_io *s = tile + (int64_t)cl * p->pitch + done;
         if (p->vec_ok) {
-            CCN_UNITS(e, len)
+            CCN_UNITS(e, held)
             cn_cp_async16(s + e, g + e);
         } else {
-            for (int e = part * 32 + (int)(threadIdx.x & 31); e < len; e += 32 * wpc)
+            for (int e = part * 32 + (int)(threadIdx.x & 31); e < held; e += 32 * wpc)
                 s[e] = g[e];
         }
     }
@@ -188,7 +223,7 @@ FROST_DEVICE void ccn_stat_sums(const cnorm_params *p, const cnorm_tile *tl, con
         const frost_io *t = x + (int64_t)cl * p->pitch;
         const float s = frost_to_float(t[0]);
         float a = 0.0f, b = 0.0f;
-        CCN_UNITS(e, tl->nq)
+        CCN_UNITS(e, min(tl->nq, p->pitch))
         {
             float v[CN_VEC];
             cn_tile_vec(t, e, v);
@@ -197,6 +232,26 @@ FROST_DEVICE void ccn_stat_sums(const cnorm_params *p, const cnorm_tile *tl, con
                 const float d = v[k] - s;
                 a += d;
                 b = fmaf(d, d, b);
+            }
+        }
+        if (tl->nq > p->pitch) {
+            const uint64_t pol = ccn_policy(true);
+            CCN_RUNS(n, pp, len, done)
+            {
+                if (done + len <= p->pitch)
+                    continue;
+                const frost_io *g = (const frost_io *)p->x + ccn_goff(p, tl, n, cl, pp, p->x_sn);
+                CCN_UNITS_FROM(e, max(p->pitch - done, 0), len)
+                {
+                    float v[CN_VEC];
+                    ccn_gvec(p, g + e, pol, v);
+#pragma unroll
+                    for (int k = 0; k < CN_VEC; k++) {
+                        const float d = v[k] - s;
+                        a += d;
+                        b = fmaf(d, d, b);
+                    }
+                }
             }
         }
         a = frost_warp_sum(a);
@@ -215,13 +270,18 @@ FROST_DEVICE void ccn_apply_fwd(const cnorm_params *p, const cnorm_tile *tl, con
     {
         const float a = ca[cl], b = cb[cl];
         const frost_io *t = x + (int64_t)cl * p->pitch;
+        const uint64_t pol = tl->nq > p->pitch ? ccn_policy(false) : 0;
         CCN_RUNS(n, pp, len, done)
         {
             frost_io *g = (frost_io *)p->out + ccn_goff(p, tl, n, cl, pp, p->out_sn);
+            const frost_io *gx = (const frost_io *)p->x + ccn_goff(p, tl, n, cl, pp, p->x_sn);
             CCN_UNITS(e, len)
             {
                 float v[CN_VEC];
-                cn_tile_vec(t, done + e, v);
+                if (done + e < p->pitch)
+                    cn_tile_vec(t, done + e, v);
+                else
+                    ccn_gvec(p, gx + e, pol, v);
 #pragma unroll
                 for (int k = 0; k < CN_VEC; k++)
                     v[k] = fmaf(v[k], a, b);
@@ -241,7 +301,7 @@ FROST_DEVICE void ccn_bwd_sums(const cnorm_params *p, const cnorm_tile *tl, cons
         const float mu = fin[2 * (cl / p->cg)];
         const frost_io *tx = x + (int64_t)cl * p->pitch, *tdy = dy + (int64_t)cl * p->pitch;
         float a = 0.0f, b = 0.0f;
-        CCN_UNITS(e, tl->nq)
+        CCN_UNITS(e, min(tl->nq, p->pitch))
         {
             float vx[CN_VEC], vdy[CN_VEC];
             cn_tile_vec(tx, e, vx);
@@ -250,6 +310,27 @@ FROST_DEVICE void ccn_bwd_sums(const cnorm_params *p, const cnorm_tile *tl, cons
             for (int k = 0; k < CN_VEC; k++) {
                 a += vdy[k];
                 b = fmaf(vdy[k], vx[k] - mu, b);
+            }
+        }
+        if (tl->nq > p->pitch) {
+            const uint64_t pol = ccn_policy(true);
+            CCN_RUNS(n, pp, len, done)
+            {
+                if (done + len <= p->pitch)
+                    continue;
+                const frost_io *gx = (const frost_io *)p->x + ccn_goff(p, tl, n, cl, pp, p->x_sn);
+                const frost_io *gdy = (const frost_io *)p->dy + ccn_goff(p, tl, n, cl, pp, p->dy_sn);
+                CCN_UNITS_FROM(e, max(p->pitch - done, 0), len)
+                {
+                    float vx[CN_VEC], vdy[CN_VEC];
+                    ccn_gvec(p, gx + e, pol, vx);
+                    ccn_gvec(p, gdy + e, pol, vdy);
+#pragma unroll
+                    for (int k = 0; k < CN_VEC; k++) {
+                        a += vdy[k];
+                        b = fmaf(vdy[k], vx[k] - mu, b);
+                    }
+                }
             }
         }
         a = frost_warp_sum(a);
@@ -268,14 +349,22 @@ FROST_DEVICE void ccn_apply_bwd(const cnorm_params *p, const cnorm_tile *tl, con
     {
         const float k0 = ck[cl], d0 = cdy[cl], x0 = cx[cl];
         const frost_io *tx = x + (int64_t)cl * p->pitch, *tdy = dy + (int64_t)cl * p->pitch;
+        const uint64_t pol = tl->nq > p->pitch ? ccn_policy(false) : 0;
         CCN_RUNS(n, pp, len, done)
         {
             frost_io *g = (frost_io *)p->out + ccn_goff(p, tl, n, cl, pp, p->out_sn);
+            const frost_io *gx = (const frost_io *)p->x + ccn_goff(p, tl, n, cl, pp, p->x_sn);
+            const frost_io *gdy = (const frost_io *)p->dy + ccn_goff(p, tl, n, cl, pp, p->dy_sn);
             CCN_UNITS(e, len)
             {
                 float vx[CN_VEC], vdy[CN_VEC];
-                cn_tile_vec(tx, done + e, vx);
-                cn_tile_vec(tdy, done + e, vdy);
+                if (done + e < p->pitch) {
+                    cn_tile_vec(tx, done + e, vx);
+                    cn_tile_vec(tdy, done + e, vdy);
+                } else {
+                    ccn_gvec(p, gx + e, pol, vx);
+                    ccn_gvec(p, gdy + e, pol, vdy);
+                }
 #pragma unroll
                 for (int k = 0; k < CN_VEC; k++)
                     vx[k] = fmaf(vdy[k], d0, fmaf(-vx[k], x0, k0));

@@ -229,7 +229,9 @@ static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
     k->ramp_cycles = (int32_t)geo->ramp_cycles;
     k->ramp_classes = (int32_t)geo->ramp_classes;
     k->first_wave = (int32_t)(geo->first_wave < INT32_MAX ? geo->first_wave : INT32_MAX);
-    k->pitch = (int32_t)(!pl->nhwc ? geo->rows : geo->cluster || geo->stream ? geo->cw : CNORM_PITCH_NHWC(geo->cw));
+    k->pitch = (int32_t)(!pl->nhwc                    ? (geo->held ? geo->held : geo->rows)
+                         : geo->cluster || geo->stream ? geo->cw
+                                                       : CNORM_PITCH_NHWC(geo->cw));
     /* developer tuning: FROST_CNORM_PREFETCH = 0 bulk, 1 lines (the default), 2 none */
     const char *pf = getenv("FROST_CNORM_PREFETCH");
     k->prefetch = pf && pf[0] >= '0' && pf[0] <= '2' && !pf[1] ? pf[0] - '0' : CNORM_PREFETCH_DEFAULT;
@@ -565,11 +567,15 @@ static void cnorm_describe(const void *plan, frost__buf *out)
     frost__key_print(&pl->keys[ENTRY_MAIN], out);
     if (geo->cluster) {
         frost__buf_printf(out, "; %s tiles of %lld rows x %lld channels (%zu B shared memory), %lld segments, each "
-                               "one thread-block cluster of %lld tiles; x%s read from HBM once, statistics merged "
+                               "one thread-block cluster of %lld tiles; x%s read from HBM once%s, statistics merged "
                                "through distributed shared memory in rank order (deterministic), grid %u x %d",
                           pl->nhwc ? "NHWC" : "NCHW", (long long)geo->rows, (long long)geo->cw, geo->smem,
                           (long long)geo->num_segments, (long long)geo->k_tiles, pl->backward ? " and dY" : "",
-                          pl->grid_main, CNC_THREADS);
+                          geo->held ? " where shared memory holds it" : "", pl->grid_main, CNC_THREADS);
+        if (geo->held)
+            frost__buf_printf(out, "; each tile holds its first %lld rows in shared memory and reads the other %lld "
+                                   "twice (for the sums, kept in L2, and for the output)",
+                              (long long)geo->held, (long long)(geo->rows - geo->held));
         if (pl->params.ramp_cycles > 0 && pl->params.ramp_classes > 1)
             frost__buf_printf(out, "; the first %d blocks start over %d SM cycles in %d classes, so that blocks "
                                    "sharing an SM load, reduce and store at different times",

@@ -267,9 +267,11 @@ static int preferred_windows(const cnorm_shape *s, int64_t window, int64_t min_r
 }
 
 /* Whether a window of cw channels in k tiles a segment fits a block, its tiles (x, and dy)
- * at most cap bytes together; if so, the geometry into out. */
+ * at most cap bytes together; if so, the geometry into out.  overflow (NCHW): the tile may
+ * hold fewer rows than it has, as many as the block's shared memory takes, when the rows
+ * past them, over one block an SM, stay within half of L2. */
 static int cluster_fits(const cnorm_shape *s, const cnorm_device *dev, int64_t cw, int64_t k, size_t cap,
-                        cnorm_geometry *out)
+                        int overflow, cnorm_geometry *out)
 {
     /* NCHW tiles cut a channel's pixels in whole 16-byte units, BatchNorm's (whose segment
      * is a window over every sample) in whole samples; the kernel keeps no reduction scratch
@@ -283,7 +285,18 @@ static int cluster_fits(const cnorm_shape *s, const cnorm_device *dev, int64_t c
     const size_t per_sm = dev->smem_per_sm - dev->reserved, budget = dev->optin < per_sm ? dev->optin : per_sm;
     if ((k - 1) * rows >= seg_rows || (size_t)(rows * cw * s->esize * s->tensors) > cap)
         return 0;
-    const size_t smem = (size_t)CNC_SMEM_BYTES(rows, cw, cw / s->cg, s->esize, s->tensors, units);
+    int64_t held = rows;
+    if (overflow && !s->nhwc) { /* the most whole units a block holds */
+        const int64_t row_bytes = cw * s->esize * s->tensors;
+        const size_t extra = (size_t)CNC_SMEM_BYTES(vec, cw, cw / s->cg, s->esize, s->tensors, units) -
+                             (size_t)(vec * row_bytes);
+        held = budget > extra ? (int64_t)((budget - extra) / (size_t)row_bytes) / vec * vec : 0;
+        while (held > 0 && (size_t)CNC_SMEM_BYTES(held, cw, cw / s->cg, s->esize, s->tensors, units) > budget)
+            held -= vec;
+        if (held <= 0 || held >= rows || dev->sms * (rows - held) * row_bytes > dev->l2_bytes / 2)
+            return 0;
+    }
+    const size_t smem = (size_t)CNC_SMEM_BYTES(held, cw, cw / s->cg, s->esize, s->tensors, units);
     if (smem > budget)
         return 0;
     memset(out, 0, sizeof *out);
@@ -306,6 +319,7 @@ static int cluster_fits(const cnorm_shape *s, const cnorm_device *dev, int64_t c
     }
     out->resident = 1;
     out->cluster = k;
+    out->held = held < rows ? held : 0;
     out->smem = smem;
     return 1;
 }
@@ -329,27 +343,33 @@ int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, c
         for (int64_t k = forced ? forced : 1; k <= (forced ? forced : dev->max_cluster); k *= 2)
             for (int i = count - 1; i >= 0; i--)
                 if (order[i] % s->cw_unit == 0 && (!window || order[i] == window) &&
-                    cluster_fits(s, dev, order[i], k, cap, out))
+                    cluster_fits(s, dev, order[i], k, cap, 0, out))
                     return forced || out->num_tiles >= dev->sms;
         /* then the smallest tiles past that which a block holds: the most a segment, the
          * narrowest window (two blocks an SM where they fit) */
         for (int64_t k = forced ? 0 : dev->max_cluster; k >= 1; k /= 2)
             for (int i = 0; i < count; i++)
                 if (order[i] % s->cw_unit == 0 && (!window || order[i] == window) &&
-                    cluster_fits(s, dev, order[i], k, any, out))
+                    cluster_fits(s, dev, order[i], k, any, 0, out))
                     return out->num_tiles >= dev->sms;
+        /* then max_cluster tiles in the narrowest window, each holding what a block can and
+         * reading the rest twice (through L2) */
+        for (int i = 0; i < count && !forced && dev->max_cluster > 0; i++)
+            if (order[i] % s->cw_unit == 0 && (!window || order[i] == window) &&
+                cluster_fits(s, dev, order[i], dev->max_cluster, any, 1, out))
+                return out->num_tiles >= dev->sms;
         return 0;
     }
     int count = preferred_windows(s, window, 1, order);
     for (int i = 0; i < count; i++)
         for (int64_t k = forced ? forced : 1; k <= (forced ? forced : dev->max_cluster); k *= 2)
-            if (cluster_fits(s, dev, order[i], k, cap, out))
+            if (cluster_fits(s, dev, order[i], k, cap, 0, out))
                 return forced || out->num_tiles >= dev->sms;
     /* then, as for NCHW, the smallest larger tiles, in windows of 32-byte pixel runs or more */
     count = forced ? 0 : preferred_windows(s, window, 32, order);
     for (int64_t k = dev->max_cluster; k >= 1 && count; k /= 2)
         for (int i = 0; i < count; i++)
-            if (cluster_fits(s, dev, order[i], k, any, out))
+            if (cluster_fits(s, dev, order[i], k, any, 0, out))
                 return out->num_tiles >= dev->sms;
     return 0;
 }
