@@ -72,7 +72,7 @@ typedef struct cc_smem {
 
 FROST_DEVICE void cc_carve(const cnorm_params *p, unsigned char *base, int tensors, cc_smem *m)
 {
-    const uint64_t tile = CNORM_ALIGN16((uint64_t)p->rows * (uint64_t)p->cw * sizeof(frost_io));
+    const uint64_t tile = CNORM_ALIGN16(cn_tile_elems(p) * sizeof(frost_io)); /* NCHW: the held rows */
     m->x = (frost_io *)base;
     m->dy = (frost_io *)(base + tile);
     float *f = (float *)(base + (uint64_t)tensors * tile);
@@ -274,18 +274,27 @@ FROST_DEVICE void ccn_apply_fwd(const cnorm_params *p, const cnorm_tile *tl, con
         CCN_RUNS(n, pp, len, done)
         {
             frost_io *g = (frost_io *)p->out + ccn_goff(p, tl, n, cl, pp, p->out_sn);
-            const frost_io *gx = (const frost_io *)p->x + ccn_goff(p, tl, n, cl, pp, p->x_sn);
-            CCN_UNITS(e, len)
+            const int held = min(len, max(p->pitch - done, 0)); /* the run's rows in shared memory */
+            CCN_UNITS(e, held)
             {
                 float v[CN_VEC];
-                if (done + e < p->pitch)
-                    cn_tile_vec(t, done + e, v);
-                else
-                    ccn_gvec(p, gx + e, pol, v);
+                cn_tile_vec(t, done + e, v);
 #pragma unroll
                 for (int k = 0; k < CN_VEC; k++)
                     v[k] = fmaf(v[k], a, b);
                 cc_store(p, g + e, v);
+            }
+            if (held < len) {
+                const frost_io *gx = (const frost_io *)p->x + ccn_goff(p, tl, n, cl, pp, p->x_sn);
+                CCN_UNITS_FROM(e, held, len)
+                {
+                    float v[CN_VEC];
+                    ccn_gvec(p, gx + e, pol, v);
+#pragma unroll
+                    for (int k = 0; k < CN_VEC; k++)
+                        v[k] = fmaf(v[k], a, b);
+                    cc_store(p, g + e, v);
+                }
             }
         }
     }
@@ -353,22 +362,30 @@ FROST_DEVICE void ccn_apply_bwd(const cnorm_params *p, const cnorm_tile *tl, con
         CCN_RUNS(n, pp, len, done)
         {
             frost_io *g = (frost_io *)p->out + ccn_goff(p, tl, n, cl, pp, p->out_sn);
-            const frost_io *gx = (const frost_io *)p->x + ccn_goff(p, tl, n, cl, pp, p->x_sn);
-            const frost_io *gdy = (const frost_io *)p->dy + ccn_goff(p, tl, n, cl, pp, p->dy_sn);
-            CCN_UNITS(e, len)
+            const int held = min(len, max(p->pitch - done, 0)); /* the run's rows in shared memory */
+            CCN_UNITS(e, held)
             {
                 float vx[CN_VEC], vdy[CN_VEC];
-                if (done + e < p->pitch) {
-                    cn_tile_vec(tx, done + e, vx);
-                    cn_tile_vec(tdy, done + e, vdy);
-                } else {
-                    ccn_gvec(p, gx + e, pol, vx);
-                    ccn_gvec(p, gdy + e, pol, vdy);
-                }
+                cn_tile_vec(tx, done + e, vx);
+                cn_tile_vec(tdy, done + e, vdy);
 #pragma unroll
                 for (int k = 0; k < CN_VEC; k++)
                     vx[k] = fmaf(vdy[k], d0, fmaf(-vx[k], x0, k0));
                 cc_store(p, g + e, vx);
+            }
+            if (held < len) {
+                const frost_io *gx = (const frost_io *)p->x + ccn_goff(p, tl, n, cl, pp, p->x_sn);
+                const frost_io *gdy = (const frost_io *)p->dy + ccn_goff(p, tl, n, cl, pp, p->dy_sn);
+                CCN_UNITS_FROM(e, held, len)
+                {
+                    float vx[CN_VEC], vdy[CN_VEC];
+                    ccn_gvec(p, gx + e, pol, vx);
+                    ccn_gvec(p, gdy + e, pol, vdy);
+#pragma unroll
+                    for (int k = 0; k < CN_VEC; k++)
+                        vx[k] = fmaf(vdy[k], d0, fmaf(-vx[k], x0, k0));
+                    cc_store(p, g + e, vx);
+                }
             }
         }
     }
