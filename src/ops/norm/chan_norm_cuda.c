@@ -29,10 +29,11 @@
  * The cluster path (chan_norm_cluster.cu, sm_90): GroupNorm / InstanceNorm on 16-byte units
  * (NHWC: of channels; NCHW: of pixels) and BatchNorm's training forward and backward on
  * NCHW ones (tiles of whole samples), when frost__cnorm_choose_cluster finds a tiling that
- * fills the device: a
- * segment's tiles run as one thread-block cluster and merge their statistics through
- * distributed shared memory, one block per tile, no workspace exchange.  A base that turns
- * out misaligned at execute takes the kernel's element-by-element loads and stores.
+ * fills the device: a segment's tiles run as one thread-block cluster and merge their
+ * statistics through distributed shared memory, one block per tile, no workspace exchange.
+ * An NCHW tile may hold only its first `held` rows in shared memory (pitch = held) and read
+ * the others twice.  A base that turns out misaligned at execute takes the kernel's
+ * element-by-element loads and stores.
  *
  * The stream path (chan_norm_stream.cu): BatchNorm training forward, and backward with both
  * saved statistics, on NHWC 16-byte units: by default two launches of one grid, the

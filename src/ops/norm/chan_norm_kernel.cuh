@@ -176,7 +176,8 @@ typedef struct cnorm_params {
     int32_t want_rec;     /* backward GroupNorm/InstanceNorm: write d_scale / d_bias records */
     int32_t scale_dt;     /* FROST_DT_* of scale and bias, FROST_DT_NONE when absent */
     int32_t bias_dt;
-    int32_t pitch;        /* elements between rows of a shared tile: NHWC cw rounded up to 8, NCHW rows */
+    int32_t pitch;        /* elements between rows of a shared tile: NHWC cw rounded up to 8, NCHW rows (or the
+                             rows held in shared memory, cluster path) */
     int32_t prefetch;     /* next tile into L2: CNORM_PREFETCH_BULK, _LINES or _NONE */
     int32_t keep_rows;    /* stream path: the first reads of a tile's rows below this keep them in L2 (evict-last
                              hint) for the second read; the others are read evict-first */
