@@ -42,13 +42,16 @@
  * 1216 -> 2944.
  *
  * Entry points: cnorm_cluster_fwd_kernel, cnorm_cluster_bwd_kernel.  Keys: DTYPE_*,
- * KIND_GROUP | KIND_INSTANCE, LAYOUT_NHWC | LAYOUT_NCHW, CLUSTER = blocks per cluster (1, 2,
- * 4 or 8).
+ * KIND_GROUP | KIND_INSTANCE | KIND_BATCH (NCHW), LAYOUT_NHWC | LAYOUT_NCHW, CLUSTER =
+ * blocks per cluster (1, 2, 4 or 8), HELD (NCHW tiles that hold part of their rows).
  */
 #include "chan_norm_units.cuh"
 
 #if !defined(CLUSTER) || (defined(KIND_BATCH) && !defined(LAYOUT_NCHW))
 #error "the cluster path is GroupNorm / InstanceNorm, or NCHW BatchNorm, with CLUSTER defined"
+#endif
+#if defined(HELD) && !defined(LAYOUT_NCHW)
+#error "HELD (tiles that hold part of their rows) is NCHW only"
 #endif
 
 /* Compiled for an older architecture (frost-precompile's cover of sm_80), the kernels keep
@@ -132,9 +135,19 @@ FROST_DEVICE void cc_load(const cnorm_params *p, const cnorm_tile *tl, const cc_
 #define CCN_UNITS_FROM(e, from, end)                                                                              \
     for (int e = (from) + (part * 32 + (int)(threadIdx.x & 31)) * CN_VEC; e < (end); e += 32 * wpc * CN_VEC)
 
-/* A tile may hold only its first pitch rows in shared memory (pitch < rows: a segment past
+/* HELD: a tile holds only its first pitch rows in shared memory (pitch < rows: a segment past
  * max_cluster tiles of a block's shared memory).  Its other rows are read from global
- * memory twice: for the sums (kept in L2, evict-last) and for the output (evict-first). */
+ * memory twice: for the sums (kept in L2, evict-last) and for the output (evict-first).
+ * Without HELD every row is held (pitch = rows) and the loops below are the plain ones.
+ * CCN_HELD(done, len): the rows of a run (starting at tile row done, len long) in shared
+ * memory. */
+#if defined(HELD)
+#define CCN_HELD(done, len) min((len), max(p->pitch - (done), 0))
+#else
+#define CCN_HELD(done, len) (len)
+#endif
+
+#if defined(HELD)
 FROST_DEVICE uint64_t ccn_policy(bool keep)
 {
     uint64_t pol;
@@ -161,6 +174,7 @@ FROST_DEVICE void ccn_gvec(const cnorm_params *p, const frost_io *g, uint64_t po
             v[k] = frost_to_float(g[k]);
     }
 }
+#endif
 
 /* Per-channel totals of the warps' parts (a, b, folded in each warp) into ch0, ch1: parts in
  * order.  Ends with the block synchronized. */
@@ -198,9 +212,9 @@ FROST_DEVICE void ccn_load(const cnorm_params *p, const cnorm_tile *tl, const fr
     CCN_CHANNELS(cl)
     CCN_RUNS(n, pp, len, done)
     {
-        if (done >= p->pitch) /* the rows past the held ones stay in global memory */
+        const int held = CCN_HELD(done, len); /* the rows past the held ones stay in global memory */
+        if (held <= 0)
             break;
-        const int held = min(len, p->pitch - done);
         const frost_io *g = src + ccn_goff(p, tl, n, cl, pp, sn);
         frost_io *s = tile + (int64_t)cl * p->pitch + done;
         if (p->vec_ok) {
@@ -223,7 +237,7 @@ FROST_DEVICE void ccn_stat_sums(const cnorm_params *p, const cnorm_tile *tl, con
         const frost_io *t = x + (int64_t)cl * p->pitch;
         const float s = frost_to_float(t[0]);
         float a = 0.0f, b = 0.0f;
-        CCN_UNITS(e, min(tl->nq, p->pitch))
+        CCN_UNITS(e, CCN_HELD(0, tl->nq))
         {
             float v[CN_VEC];
             cn_tile_vec(t, e, v);
@@ -234,6 +248,7 @@ FROST_DEVICE void ccn_stat_sums(const cnorm_params *p, const cnorm_tile *tl, con
                 b = fmaf(d, d, b);
             }
         }
+#if defined(HELD)
         if (tl->nq > p->pitch) {
             const uint64_t pol = ccn_policy(true);
             CCN_RUNS(n, pp, len, done)
@@ -254,6 +269,7 @@ FROST_DEVICE void ccn_stat_sums(const cnorm_params *p, const cnorm_tile *tl, con
                 }
             }
         }
+#endif
         a = frost_warp_sum(a);
         b = frost_warp_sum(b);
         if ((threadIdx.x & 31) == 0)
@@ -270,11 +286,13 @@ FROST_DEVICE void ccn_apply_fwd(const cnorm_params *p, const cnorm_tile *tl, con
     {
         const float a = ca[cl], b = cb[cl];
         const frost_io *t = x + (int64_t)cl * p->pitch;
+#if defined(HELD)
         const uint64_t pol = tl->nq > p->pitch ? ccn_policy(false) : 0;
+#endif
         CCN_RUNS(n, pp, len, done)
         {
             frost_io *g = (frost_io *)p->out + ccn_goff(p, tl, n, cl, pp, p->out_sn);
-            const int held = min(len, max(p->pitch - done, 0)); /* the run's rows in shared memory */
+            const int held = CCN_HELD(done, len);
             CCN_UNITS(e, held)
             {
                 float v[CN_VEC];
@@ -284,6 +302,7 @@ FROST_DEVICE void ccn_apply_fwd(const cnorm_params *p, const cnorm_tile *tl, con
                     v[k] = fmaf(v[k], a, b);
                 cc_store(p, g + e, v);
             }
+#if defined(HELD)
             if (held < len) {
                 const frost_io *gx = (const frost_io *)p->x + ccn_goff(p, tl, n, cl, pp, p->x_sn);
                 CCN_UNITS_FROM(e, held, len)
@@ -296,6 +315,7 @@ FROST_DEVICE void ccn_apply_fwd(const cnorm_params *p, const cnorm_tile *tl, con
                     cc_store(p, g + e, v);
                 }
             }
+#endif
         }
     }
 }
@@ -310,7 +330,7 @@ FROST_DEVICE void ccn_bwd_sums(const cnorm_params *p, const cnorm_tile *tl, cons
         const float mu = fin[2 * (cl / p->cg)];
         const frost_io *tx = x + (int64_t)cl * p->pitch, *tdy = dy + (int64_t)cl * p->pitch;
         float a = 0.0f, b = 0.0f;
-        CCN_UNITS(e, min(tl->nq, p->pitch))
+        CCN_UNITS(e, CCN_HELD(0, tl->nq))
         {
             float vx[CN_VEC], vdy[CN_VEC];
             cn_tile_vec(tx, e, vx);
@@ -321,6 +341,7 @@ FROST_DEVICE void ccn_bwd_sums(const cnorm_params *p, const cnorm_tile *tl, cons
                 b = fmaf(vdy[k], vx[k] - mu, b);
             }
         }
+#if defined(HELD)
         if (tl->nq > p->pitch) {
             const uint64_t pol = ccn_policy(true);
             CCN_RUNS(n, pp, len, done)
@@ -342,6 +363,7 @@ FROST_DEVICE void ccn_bwd_sums(const cnorm_params *p, const cnorm_tile *tl, cons
                 }
             }
         }
+#endif
         a = frost_warp_sum(a);
         b = frost_warp_sum(b);
         if ((threadIdx.x & 31) == 0)
@@ -358,11 +380,13 @@ FROST_DEVICE void ccn_apply_bwd(const cnorm_params *p, const cnorm_tile *tl, con
     {
         const float k0 = ck[cl], d0 = cdy[cl], x0 = cx[cl];
         const frost_io *tx = x + (int64_t)cl * p->pitch, *tdy = dy + (int64_t)cl * p->pitch;
+#if defined(HELD)
         const uint64_t pol = tl->nq > p->pitch ? ccn_policy(false) : 0;
+#endif
         CCN_RUNS(n, pp, len, done)
         {
             frost_io *g = (frost_io *)p->out + ccn_goff(p, tl, n, cl, pp, p->out_sn);
-            const int held = min(len, max(p->pitch - done, 0)); /* the run's rows in shared memory */
+            const int held = CCN_HELD(done, len);
             CCN_UNITS(e, held)
             {
                 float vx[CN_VEC], vdy[CN_VEC];
@@ -373,6 +397,7 @@ FROST_DEVICE void ccn_apply_bwd(const cnorm_params *p, const cnorm_tile *tl, con
                     vx[k] = fmaf(vdy[k], d0, fmaf(-vx[k], x0, k0));
                 cc_store(p, g + e, vx);
             }
+#if defined(HELD)
             if (held < len) {
                 const frost_io *gx = (const frost_io *)p->x + ccn_goff(p, tl, n, cl, pp, p->x_sn);
                 const frost_io *gdy = (const frost_io *)p->dy + ccn_goff(p, tl, n, cl, pp, p->dy_sn);
@@ -387,6 +412,7 @@ FROST_DEVICE void ccn_apply_bwd(const cnorm_params *p, const cnorm_tile *tl, con
                     cc_store(p, g + e, vx);
                 }
             }
+#endif
         }
     }
 }

@@ -47,7 +47,8 @@
  *
  * Kernel keys: DTYPE_F32|F16|BF16, KIND_GROUP|INSTANCE|BATCH, LAYOUT_NCHW|NHWC, per entry
  * point (main, finalize, dparams): 90 keys; the cluster path's main kernels add CLUSTER =
- * 1, 2, 4, 8 (GroupNorm / InstanceNorm in both layouts, BatchNorm NCHW: 120 keys), the
+ * 1, 2, 4, 8 (GroupNorm / InstanceNorm in both layouts, BatchNorm NCHW: 120 keys) and, for
+ * NCHW tiles that hold part of their rows, CLUSTER = 8 with HELD (18 keys), the
  * stream path three per dtype and direction (the combined kernel,
  * the statistics and the output entry points with STREAM_BLOCKS = 2: 18); all listed by
  * frost__cnorm_cuda_keys.
@@ -159,7 +160,7 @@ static frost_status pick_layout(const frost__graph *g, const frost__node *n, con
  * combined kernel (chan_norm_stream.cu), -2 for its split entry points (ENTRY_MAIN: the
  * statistics, ENTRY_APPLY: the output) */
 static void fill_key(frost__kernel_key *k, int backward, int entry, frost_dtype dtype, int kind, int nhwc,
-                     int64_t blocks, int64_t cluster)
+                     int64_t blocks, int64_t cluster, int held)
 {
     const int clustered = entry == ENTRY_MAIN && cluster > 0;
     const int streamed = (entry == ENTRY_MAIN || entry == ENTRY_APPLY) && cluster < 0, split = cluster == -2;
@@ -171,9 +172,11 @@ static void fill_key(frost__kernel_key *k, int backward, int entry, frost_dtype 
     frost__key_define(k, dtype == FROST_F32 ? "DTYPE_F32" : dtype == FROST_F16 ? "DTYPE_F16" : "DTYPE_BF16", NULL);
     frost__key_define(k, kind_define[kind], NULL);
     frost__key_define(k, nhwc ? "LAYOUT_NHWC" : "LAYOUT_NCHW", NULL);
-    if (clustered)
+    if (clustered) {
         frost__key_define(k, "CLUSTER", "%d", (int)cluster);
-    else if (streamed && split)
+        if (held) /* NCHW tiles that hold part of their rows (the kernel's other rows are read twice) */
+            frost__key_define(k, "HELD", NULL);
+    } else if (streamed && split)
         frost__key_define(k, "STREAM_BLOCKS", "%d", (int)blocks);
     else if (entry == ENTRY_MAIN && blocks > 1 && !streamed)
         frost__key_define(k, "MINB", "%d", (int)blocks);
@@ -400,7 +403,7 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
     for (int e = 0; e < NUM_ENTRIES; e++)
         if (pl->use[e])
             fill_key(&pl->keys[e], p->backward, e, pl->dtype, pl->kind, nhwc, pl->geo.blocks,
-                     pl->split ? -2 : pl->geo.stream ? -1 : pl->geo.cluster);
+                     pl->split ? -2 : pl->geo.stream ? -1 : pl->geo.cluster, pl->geo.held != 0);
     fill_params(p, pl);
     plan_workspace(pl);
     pl->grid_finalize = (unsigned)frost__cnorm_ceil_div(pl->geo.num_segments * pl->geo.sets, CNORM_FIN_SETS);
@@ -672,7 +675,7 @@ int frost__cnorm_cuda_keys(frost__kernel_key *keys, int cap)
                         if (!entry_names[backward][entry])
                             continue;
                         if (count < cap)
-                            fill_key(&keys[count], backward, entry, dtypes[d], kind, nhwc, 1, 0);
+                            fill_key(&keys[count], backward, entry, dtypes[d], kind, nhwc, 1, 0, 0);
                         count++;
                     }
     /* the cluster path: GroupNorm / InstanceNorm in both layouts and BatchNorm NCHW, 1 to
@@ -685,9 +688,17 @@ int frost__cnorm_cuda_keys(frost__kernel_key *keys, int cap)
                         if (kind == FROST__CNORM_BATCH && nhwc)
                             continue;
                         if (count < cap)
-                            fill_key(&keys[count], backward, ENTRY_MAIN, dtypes[d], kind, nhwc, 1, cluster);
+                            fill_key(&keys[count], backward, ENTRY_MAIN, dtypes[d], kind, nhwc, 1, cluster, 0);
                         count++;
                     }
+    /* its NCHW tiles that hold part of their rows, always CNC_MAX_CLUSTER a segment */
+    for (int backward = 0; backward < 2; backward++)
+        for (size_t d = 0; d < FROST__ARRAY_SIZE(dtypes); d++)
+            for (int kind = 0; kind < 3; kind++) {
+                if (count < cap)
+                    fill_key(&keys[count], backward, ENTRY_MAIN, dtypes[d], kind, 0, 1, CNC_MAX_CLUSTER, 1);
+                count++;
+            }
     /* the stream path: BatchNorm, NHWC; the combined kernel and the split entry points at the
      * default blocks per SM */
     for (int backward = 0; backward < 2; backward++)
@@ -695,7 +706,7 @@ int frost__cnorm_cuda_keys(frost__kernel_key *keys, int cap)
             for (int e = 0; e < 3; e++) { /* combined, split statistics, split output */
                 if (count < cap)
                     fill_key(&keys[count], backward, e == 2 ? ENTRY_APPLY : ENTRY_MAIN, dtypes[d],
-                             FROST__CNORM_BATCH, 1, CNS_MIN_BLOCKS, e == 0 ? -1 : -2);
+                             FROST__CNORM_BATCH, 1, CNS_MIN_BLOCKS, e == 0 ? -1 : -2, 0);
                 count++;
             }
     return count;
