@@ -155,7 +155,7 @@ static const ccase table[] = {
     {"gn bf16 nhwc cluster large tiles", GN, BF16, 1, 512, 128, 128, 32, 1, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.5, 0, 0, 0, 0,
      0},
     {"bn bf16 nchw cluster large tiles, bwd past shared memory", BN, BF16, 40, 20, 112, 112, 0, 0, 0, 2, 2, 0, 0, 1, 1,
-     1, 0, 0.5, 0, 0, 0, 0, 0},
+     1, 0, 0.5, 0, 1, 0, 0, 0},
     {"gn bf16 nchw cluster fwd past shared memory", GN, BF16, 1, 32, 1000, 1024, 32, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0, 1.0,
      0, 0, 0, 0, 0},
     {"bn f32 nhwc stream misaligned", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0, 1, 1.0, 0, 1, 0, 0, 1},
