@@ -143,20 +143,6 @@ FROST_DEVICE void cc_load(const cnorm_params *p, const cnorm_tile *tl, const cc_
  * memory. */
 #if defined(HELD)
 #define CCN_HELD(done, len) min((len), max(p->pitch - (done), 0))
-#else
-#define CCN_HELD(done, len) (len)
-#endif
-
-#if defined(HELD)
-FROST_DEVICE uint64_t ccn_policy(bool keep)
-{
-    uint64_t pol;
-    if (keep)
-        asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-    else
-        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-    return pol;
-}
 
 /* One 16-byte unit of global memory as floats (element by element when a base is not
  * 16-byte aligned). */
@@ -164,9 +150,7 @@ FROST_DEVICE void ccn_gvec(const cnorm_params *p, const frost_io *g, uint64_t po
 {
     if (p->vec_ok) {
         uint32_t w[4];
-        asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
-                     : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-                     : "l"(g), "l"(pol));
+        cn_ldg_v4(w, g, true, pol);
         cn_unpack(w, v);
     } else {
 #pragma unroll
@@ -174,6 +158,8 @@ FROST_DEVICE void ccn_gvec(const cnorm_params *p, const frost_io *g, uint64_t po
             v[k] = frost_to_float(g[k]);
     }
 }
+#else
+#define CCN_HELD(done, len) (len)
 #endif
 
 /* Per-channel totals of the warps' parts (a, b, folded in each warp) into ch0, ch1: parts in
@@ -250,7 +236,7 @@ FROST_DEVICE void ccn_stat_sums(const cnorm_params *p, const cnorm_tile *tl, con
         }
 #if defined(HELD)
         if (tl->nq > p->pitch) {
-            const uint64_t pol = ccn_policy(true);
+            const uint64_t pol = cn_l2_policy(true);
             CCN_RUNS(n, pp, len, done)
             {
                 if (done + len <= p->pitch)
@@ -287,7 +273,7 @@ FROST_DEVICE void ccn_apply_fwd(const cnorm_params *p, const cnorm_tile *tl, con
         const float a = ca[cl], b = cb[cl];
         const frost_io *t = x + (int64_t)cl * p->pitch;
 #if defined(HELD)
-        const uint64_t pol = tl->nq > p->pitch ? ccn_policy(false) : 0;
+        const uint64_t pol = tl->nq > p->pitch ? cn_l2_policy(false) : 0;
 #endif
         CCN_RUNS(n, pp, len, done)
         {
@@ -343,7 +329,7 @@ FROST_DEVICE void ccn_bwd_sums(const cnorm_params *p, const cnorm_tile *tl, cons
         }
 #if defined(HELD)
         if (tl->nq > p->pitch) {
-            const uint64_t pol = ccn_policy(true);
+            const uint64_t pol = cn_l2_policy(true);
             CCN_RUNS(n, pp, len, done)
             {
                 if (done + len <= p->pitch)
@@ -381,7 +367,7 @@ FROST_DEVICE void ccn_apply_bwd(const cnorm_params *p, const cnorm_tile *tl, con
         const float k0 = ck[cl], d0 = cdy[cl], x0 = cx[cl];
         const frost_io *tx = x + (int64_t)cl * p->pitch, *tdy = dy + (int64_t)cl * p->pitch;
 #if defined(HELD)
-        const uint64_t pol = tl->nq > p->pitch ? ccn_policy(false) : 0;
+        const uint64_t pol = tl->nq > p->pitch ? cn_l2_policy(false) : 0;
 #endif
         CCN_RUNS(n, pp, len, done)
         {

@@ -59,29 +59,6 @@
 
 #define CS_BATCH 8 /* loads in flight per thread */
 
-/* L2 policies: keep the first read of x for the second, drop the second. */
-FROST_DEVICE uint64_t cs_policy(bool last)
-{
-    uint64_t pol;
-    if (last)
-        asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-    else
-        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-    return pol;
-}
-
-FROST_DEVICE void cs_ld(uint32_t r[4], const void *g, bool hint, uint64_t pol)
-{
-    if (hint)
-        asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "l"(g), "l"(pol));
-    else
-        asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "l"(g));
-}
-
 /* A thread's row cursor in x or y: rows advance by `per`; crossing samples adds the gap
  * between the end of a sample and the next one's start (n stride sn). */
 typedef struct cs_cursor {
@@ -142,7 +119,7 @@ FROST_DEVICE void cs_unit(const cnorm_params *p, const frost_io *g, float v[CN_V
 {
     if (p->vec_ok) {
         uint32_t q[4];
-        cs_ld(q, g, hint, pol);
+        cn_ldg_v4(q, g, hint, pol);
         cn_unpack(q, v);
     } else {
 #pragma unroll
@@ -232,7 +209,7 @@ FROST_DEVICE void cs_stats(const cnorm_params *p, const cnorm_tile *tl, int t, c
 #pragma unroll
                 for (int i = 0; i < CS_BATCH; i++) {
                     if (r + i * w->per < tl->nq)
-                        cs_ld(v[i], c.g, hint, r + i * w->per < p->keep_rows ? keep : drop);
+                        cn_ldg_v4(v[i], c.g, hint, r + i * w->per < p->keep_rows ? keep : drop);
                     cs_advance(p, w, p->x_sn, &c);
                 }
 #pragma unroll
@@ -312,7 +289,7 @@ FROST_DEVICE void cs_apply(const cnorm_params *p, const cnorm_tile *tl, const cc
 #pragma unroll
             for (int i = 0; i < CS_BATCH; i++) {
                 if (r + i * w->per < tl->nq)
-                    cs_ld(v[i], cx.g, hint, drop);
+                    cn_ldg_v4(v[i], cx.g, hint, drop);
                 cs_advance(p, w, p->x_sn, &cx);
             }
 #pragma unroll
@@ -353,7 +330,7 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
     cs_smem m;
     cs_carve(&p, (unsigned char *)cnorm_smem, &m);
     const cc_map w = cc_map_make(&p);
-    const uint64_t keep = cs_policy(true), drop = cs_policy(false);
+    const uint64_t keep = cn_l2_policy(true), drop = cn_l2_policy(false);
     if (p.mode != CNORM_MODE_RESIDENT) {
         for (int s = 0; s < p.windows; s++) {
             const int t = s * p.k_tiles + (int)blockIdx.x;
@@ -430,8 +407,8 @@ FROST_DEVICE void cs_bwd_stats(const cnorm_params *p, const cnorm_tile *tl, int 
                 for (int i = 0; i < CS_BATCH / 2; i++) {
                     if (r + i * w->per < tl->nq) {
                         const uint64_t pol = r + i * w->per < p->keep_rows ? keep : drop;
-                        cs_ld(vx[i], cx.g, hint, pol);
-                        cs_ld(vg[i], cg.g, hint, pol);
+                        cn_ldg_v4(vx[i], cx.g, hint, pol);
+                        cn_ldg_v4(vg[i], cg.g, hint, pol);
                     }
                     cs_advance(p, w, p->x_sn, &cx);
                     cs_advance(p, w, p->dy_sn, &cg);
@@ -520,8 +497,8 @@ FROST_DEVICE void cs_bwd_apply(const cnorm_params *p, const cnorm_tile *tl, cons
 #pragma unroll
             for (int i = 0; i < CS_BATCH / 2; i++) {
                 if (r + i * w->per < tl->nq) {
-                    cs_ld(vx[i], px.g, hint, drop);
-                    cs_ld(vg[i], pg.g, hint, drop);
+                    cn_ldg_v4(vx[i], px.g, hint, drop);
+                    cn_ldg_v4(vg[i], pg.g, hint, drop);
                 }
                 cs_advance(p, w, p->x_sn, &px);
                 cs_advance(p, w, p->dy_sn, &pg);
@@ -562,7 +539,7 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
     cs_smem m;
     cs_carve(&p, (unsigned char *)cnorm_smem, &m);
     const cc_map w = cc_map_make(&p);
-    const uint64_t keep = cs_policy(true), drop = cs_policy(false);
+    const uint64_t keep = cn_l2_policy(true), drop = cn_l2_policy(false);
     if (p.mode != CNORM_MODE_RESIDENT) { /* the two-launch form, as in the forward */
         for (int s = 0; s < p.windows; s++) {
             const int t = s * p.k_tiles + (int)blockIdx.x;
@@ -610,7 +587,7 @@ FROST_DEVICE void cs_two_launch(const cnorm_params *p, const int stage)
     cs_smem m;
     cs_carve(p, (unsigned char *)cnorm_smem, &m);
     const cc_map w = cc_map_make(p);
-    const uint64_t keep = cs_policy(true), drop = cs_policy(false);
+    const uint64_t keep = cn_l2_policy(true), drop = cn_l2_policy(false);
     for (int s = 0; s < p->windows; s++) {
         const int t = s * p->k_tiles + (int)blockIdx.x;
         const cnorm_tile tl = cn_tile(p, t);

@@ -2,12 +2,37 @@
  * chan_norm_units.cuh — what the channel-norm kernels of CNC_THREADS-thread blocks share
  * (chan_norm_cluster.cu, chan_norm_stream.cu): a thread's 16-byte column unit of the
  * window and its rows, the per-channel reduction over the block, and the store of one
- * output unit.  NHWC only.
+ * output unit (NHWC); L2 policies and the global load that takes one (both layouts).
  */
 #ifndef FROST_CHAN_NORM_UNITS_CUH
 #define FROST_CHAN_NORM_UNITS_CUH
 
 #include "chan_norm_stats.cuh"
+
+/* L2 policies: keep (evict-last) a first read that a second will want, drop (evict-first)
+ * the second. */
+FROST_DEVICE uint64_t cn_l2_policy(bool keep)
+{
+    uint64_t pol;
+    if (keep)
+        asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+    else
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    return pol;
+}
+
+/* 16 bytes of global memory, with the L2 policy pol when hint. */
+FROST_DEVICE void cn_ldg_v4(uint32_t r[4], const void *g, bool hint, uint64_t pol)
+{
+    if (hint)
+        asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "l"(g), "l"(pol));
+    else
+        asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "l"(g));
+}
 
 /* A thread owns one 16-byte column unit u of the window (CN_VEC channels) and the rows
  * r0, r0 + per, ... of a tile. */
