@@ -162,6 +162,15 @@ FROST_DEVICE void ccn_gvec(const cnorm_params *p, const frost_io *g, uint64_t po
 #define CCN_HELD(done, len) (len)
 #endif
 
+/* A warp's part of a channel's two sums, folded in the warp, into scratch slot i. */
+FROST_DEVICE void ccn_part_sums(float *scratch, int i, float a, float b)
+{
+    a = frost_warp_sum(a);
+    b = frost_warp_sum(b);
+    if ((threadIdx.x & 31) == 0)
+        scratch[2 * i] = a, scratch[2 * i + 1] = b;
+}
+
 /* Per-channel totals of the warps' parts (a, b, folded in each warp) into ch0, ch1: parts in
  * order.  Ends with the block synchronized. */
 FROST_DEVICE void ccn_totals(const cnorm_params *p, const float *scratch, float *ch0, float *ch1)
@@ -237,10 +246,8 @@ FROST_DEVICE void ccn_stat_sums(const cnorm_params *p, const cnorm_tile *tl, con
 #if defined(HELD)
         if (tl->nq > p->pitch) {
             const uint64_t pol = cn_l2_policy(true);
-            CCN_RUNS(n, pp, len, done)
+            CCN_RUNS(n, pp, len, done) /* runs within the held rows have no units from pitch on */
             {
-                if (done + len <= p->pitch)
-                    continue;
                 const frost_io *g = (const frost_io *)p->x + ccn_goff(p, tl, n, cl, pp, p->x_sn);
                 CCN_UNITS_FROM(e, max(p->pitch - done, 0), len)
                 {
@@ -256,10 +263,7 @@ FROST_DEVICE void ccn_stat_sums(const cnorm_params *p, const cnorm_tile *tl, con
             }
         }
 #endif
-        a = frost_warp_sum(a);
-        b = frost_warp_sum(b);
-        if ((threadIdx.x & 31) == 0)
-            scratch[2 * (cl * wpc + part)] = a, scratch[2 * (cl * wpc + part) + 1] = b;
+        ccn_part_sums(scratch, cl * wpc + part, a, b);
     }
     ccn_totals(p, scratch, ch0, ch1);
 }
@@ -330,10 +334,8 @@ FROST_DEVICE void ccn_bwd_sums(const cnorm_params *p, const cnorm_tile *tl, cons
 #if defined(HELD)
         if (tl->nq > p->pitch) {
             const uint64_t pol = cn_l2_policy(true);
-            CCN_RUNS(n, pp, len, done)
+            CCN_RUNS(n, pp, len, done) /* runs within the held rows have no units from pitch on */
             {
-                if (done + len <= p->pitch)
-                    continue;
                 const frost_io *gx = (const frost_io *)p->x + ccn_goff(p, tl, n, cl, pp, p->x_sn);
                 const frost_io *gdy = (const frost_io *)p->dy + ccn_goff(p, tl, n, cl, pp, p->dy_sn);
                 CCN_UNITS_FROM(e, max(p->pitch - done, 0), len)
@@ -350,10 +352,7 @@ FROST_DEVICE void ccn_bwd_sums(const cnorm_params *p, const cnorm_tile *tl, cons
             }
         }
 #endif
-        a = frost_warp_sum(a);
-        b = frost_warp_sum(b);
-        if ((threadIdx.x & 31) == 0)
-            scratch[2 * (cl * wpc + part)] = a, scratch[2 * (cl * wpc + part) + 1] = b;
+        ccn_part_sums(scratch, cl * wpc + part, a, b);
     }
     ccn_totals(p, scratch, ch0, ch1);
 }
