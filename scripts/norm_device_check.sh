@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# norm_device_check.sh — one device call for the normalization kernels: configure and build
+# (Release, build-gpu), the GPU norm tests, compute-sanitizer on the channel-norm test's small
+# cases, then frost-bench on the norm and cnorm suites (and, with PEERS=1, bench/norm_report.sh
+# with the peers).  Run from the repository root on a GPU machine; everything lands under $OUT
+# (at most eight files: log.txt, san-*.log, and the report's files under rep/).
+#
+#   scripts/norm_device_check.sh [tests|bench|all]      (default all)
+#
+# Environment: SAN_TOOLS ("memcheck racecheck"), SAN_TESTS (test_chan_norm_gpu),
+# PEERS (0), PEER_BUDGET (200), SWEEP (a cases file for bench/norm_sweep.sh), SWEEP_SETTINGS.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT"
+B=${BUILD_DIR:-build-gpu}
+L=$OUT/log.txt
+export FROST_CACHE_DIR=$PWD/$B/test-cache
+what=${1:-all}
+say() { echo "== $* ($(date -u +%H:%M:%S))" | tee -a "$L"; }
+
+say "device"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv >>"$L" 2>&1
+git log --oneline -1 >>"$L" 2>&1
+say "build"
+if ! (cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build "$B") >/tmp/norm-build.log 2>&1; then
+    tail -40 /tmp/norm-build.log | tee -a "$L"
+    exit 1
+fi
+rc=0
+if [[ $what == tests || $what == all ]]; then
+    say "ctest -L gpu -R norm"
+    ctest --test-dir "$B" -L gpu -R norm -j 3 --output-on-failure --timeout 300 >>"$L" 2>&1 || rc=1
+    grep -E 'tests passed|Failed|\*\*\*' "$L" | tail -5
+    for t in ${SAN_TESTS:-test_chan_norm_gpu}; do
+        for tool in ${SAN_TOOLS:-memcheck racecheck}; do
+            say "compute-sanitizer $tool $t (FROST_TEST_SMALL=1)"
+            FROST_TEST_SMALL=1 timeout 150 compute-sanitizer --tool "$tool" --error-exitcode 1 --print-limit 20 \
+                "$B/tests/$t" >"$OUT/san-$tool-$t.log" 2>&1
+            r=$?
+            echo "$tool $t rc $r" | tee -a "$L"
+            tail -2 "$OUT/san-$tool-$t.log" >>"$L"
+            ((r != 0)) && rc=1
+        done
+    done
+fi
+if [[ -n ${SWEEP:-} ]]; then
+    say "sweep $SWEEP"
+    eval "set -- ${SWEEP_SETTINGS:-\"\"}"
+    OUT=$OUT/rep bench/norm_sweep.sh "$B" "$SWEEP" -- "$@" 2>&1 | tee -a "$L"
+fi
+if [[ $what == bench || $what == all ]]; then
+    if [[ ${PEERS:-0} == 1 ]]; then
+        say "norm_report (peers, budget ${PEER_BUDGET:-200}s)"
+        OUT=$OUT/rep PEER_BUDGET=${PEER_BUDGET:-200} bench/norm_report.sh "$B" >>"$L" 2>&1
+        cat "$OUT/rep/report.md" >>"$L"
+    else
+        say "frost-bench norm + cnorm"
+        mkdir -p "$OUT/rep"
+        for s in norm cnorm; do
+            "$B/tools/frost-bench" --suite $s --json "$OUT/rep/$s.jsonl" >>"$L" 2>&1
+        done
+    fi
+fi
+say "done rc $rc"
+exit $rc
