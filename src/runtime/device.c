@@ -250,25 +250,6 @@ static void opt_in_dynamic_smem(const frost__device *dev, frost__kernel *k, cons
     }
 }
 
-/* A kernel compiled with clusters of more than 8 blocks (key define CLUSTER > 8: sm_90's
- * non-portable sizes, up to 16) launches only once it allows them. */
-static frost_status opt_in_large_clusters(frost__kernel *k, const char *key_text)
-{
-    const char *c = strstr(key_text, " CLUSTER=");
-    if (!c || atoi(c + 9) <= 8) {
-        return FROST_OK;
-    }
-    frost__CUresult r = frost__cu.FuncSetAttribute((frost__CUfunction)k->function,
-                                                   FROST__CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
-    if (r != FROST__CUDA_SUCCESS) {
-        char what[600];
-        snprintf(what, sizeof what, "kernel %s: allowing clusters of more than 8 blocks (cuFuncSetAttribute)",
-                 key_text);
-        return frost__cu_fail(r, what);
-    }
-    return FROST_OK;
-}
-
 /* Loads a cubin and finds key's entry point in it. */
 static frost_status load_kernel(const frost__device *dev, const frost__kernel_key *key, const char *key_text,
                                 const void *cubin, frost__kernel **out)
@@ -298,7 +279,6 @@ static frost_status load_kernel(const frost__device *dev, const frost__kernel_ke
     }
     if (s == FROST_OK) {
         opt_in_dynamic_smem(dev, k, key_text);
-        s = opt_in_large_clusters(k, key_text);
     }
     if (s != FROST_OK) {
         if (module) {

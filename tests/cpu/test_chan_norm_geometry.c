@@ -107,7 +107,6 @@ static cnorm_device h200(int64_t max_cluster)
                               .optin = 232448,
                               .reserved = 1024,
                               .max_cluster = max_cluster,
-                              .max_cluster_nhwc = max_cluster ? 2 * max_cluster : 0,
                               .l2_bytes = 60ll << 20};
     return dev;
 }
@@ -218,8 +217,6 @@ static const cluster_case cluster_cases[] = {
     {"FROST_CNORM_RAMP=0: the path without the ramp", GN, 1, 1, 32, 512, 4096, 32, 2, "FROST_CNORM_RAMP=0", 64, 8},
     {"FROST_CNORM_CLUSTER=4 forces 4 tiles", GN, 1, 1, 128, 256, 1024, 32, 2, "FROST_CNORM_CLUSTER=4", 64, 4},
     {"forced on a small problem", GN, 1, 2, 2, 64, 144, 8, 2, "FROST_CNORM_CLUSTER=8", 64, 8},
-    {"FROST_CNORM_CLUSTER=16 forces 16 NHWC tiles", GN, 1, 1, 32, 512, 4096, 32, 2, "FROST_CNORM_CLUSTER=16", 64, 16},
-    {"FROST_CNORM_CLUSTER=16 is past NCHW's clusters", GN, 0, 1, 32, 512, 4096, 32, 2, "FROST_CNORM_CLUSTER=16", 16, 2},
     {"forced 3 is not a power of two", GN, 1, 1, 128, 256, 1024, 32, 2, "FROST_CNORM_CLUSTER=3", 64, 2},
     {"forced past the rows leaves empty tiles", GN, 1, 1, 2, 64, 3, 8, 2, "FROST_CNORM_CLUSTER=4", 0, 0},
 };

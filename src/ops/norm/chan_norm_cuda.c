@@ -362,7 +362,6 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
         const cnorm_device cd = {.sms = dev->sm_count, .smem_per_sm = dev->smem_per_sm,
                                  .optin = dev->smem_per_block_optin, .reserved = SMEM_RESERVED,
                                  .max_cluster = dev->cc_major >= 9 ? CNC_MAX_CLUSTER : 0,
-                                 .max_cluster_nhwc = dev->cc_major >= 9 ? CNC_MAX_CLUSTER_NHWC : 0,
                                  .l2_bytes = (int64_t)dev->l2_bytes};
         const size_t budget = cd.optin < cd.smem_per_sm - cd.reserved ? cd.optin : cd.smem_per_sm - cd.reserved;
         /* the stream path: the training forward, or a backward with both saved statistics */
@@ -681,12 +680,12 @@ int frost__cnorm_cuda_keys(frost__kernel_key *keys, int cap)
                         count++;
                     }
     /* the cluster path: GroupNorm / InstanceNorm in both layouts and BatchNorm NCHW, 1 to
-     * CNC_MAX_CLUSTER blocks per cluster (NHWC: to CNC_MAX_CLUSTER_NHWC) */
+     * CNC_MAX_CLUSTER blocks per cluster */
     for (int backward = 0; backward < 2; backward++)
         for (size_t d = 0; d < FROST__ARRAY_SIZE(dtypes); d++)
             for (int kind = 0; kind < 3; kind++)
                 for (int nhwc = 0; nhwc < 2; nhwc++)
-                    for (int64_t cluster = 1; cluster <= (nhwc ? CNC_MAX_CLUSTER_NHWC : CNC_MAX_CLUSTER); cluster *= 2) {
+                    for (int64_t cluster = 1; cluster <= CNC_MAX_CLUSTER; cluster *= 2) {
                         if (kind == FROST__CNORM_BATCH && nhwc)
                             continue;
                         if (count < cap)

@@ -23,7 +23,6 @@ typedef struct cnorm_device {
     int64_t sms;
     size_t smem_per_sm, optin, reserved; /* shared memory per SM, per block (opt-in), per block taken */
     int64_t max_cluster;                 /* blocks per thread-block cluster (sm_90: 8), 0 without clusters */
-    int64_t max_cluster_nhwc;            /* NHWC segments, with non-portable sizes (sm_90: 16) */
     int64_t l2_bytes;
 } cnorm_device;
 

@@ -334,9 +334,8 @@ int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, c
 {
     const char *env = getenv("FROST_CNORM_CLUSTER");
     const int64_t window = env_int("FROST_CNORM_WINDOW", 1, INT32_MAX);
-    int64_t forced = env_int("FROST_CNORM_CLUSTER", 1, CNC_MAX_CLUSTER_NHWC);
-    if ((forced & (forced - 1)) != 0 || forced > (s->nhwc ? dev->max_cluster_nhwc : dev->max_cluster))
-        /* not a usable size: the tiling's own choice */
+    int64_t forced = env_int("FROST_CNORM_CLUSTER", 1, CNC_MAX_CLUSTER);
+    if ((forced & (forced - 1)) != 0 || forced > dev->max_cluster) /* not a usable size: the tiling's own choice */
         forced = 0;
     if ((env && env[0] == '0' && !env[1]) || dev->max_cluster < 1 || (s->kind == FROST__CNORM_BATCH && s->nhwc) ||
         !s->vec_layout || s->n * s->hw * s->c == 0)

@@ -124,9 +124,6 @@
 #define CNC_THREADS 256
 #define CNC_WARPS (CNC_THREADS / 32)
 #define CNC_MAX_CLUSTER 8
-/* NHWC segments may also run as clusters of 16 blocks (sm_90's non-portable size; the
- * kernel's key asks the driver for it) */
-#define CNC_MAX_CLUSTER_NHWC 16
 #define CNC_PHASES(units) (((units) <= 32 && 32 % (units) == 0) ? CNC_WARPS : CNC_THREADS / (units))
 #define CNC_SMEM_BYTES(rows, cw, sets, esize, tensors, units)                                                      \
     ((tensors) * CNORM_ALIGN16((uint64_t)(rows) * (uint64_t)(cw) * (uint64_t)(esize)) +                             \
