@@ -478,8 +478,7 @@ FROST_DEVICE void cc_ramp(const cnorm_params *p)
 {
     if (p->ramp_cycles <= 0 || p->ramp_classes <= 1 || (int)blockIdx.x >= p->first_wave)
         return;
-    const unsigned unit = (unsigned)blockIdx.x / CLUSTER / (unsigned)p->ramp_unit;
-    const unsigned cls = (unit * 2654435761u >> 16) % (unsigned)p->ramp_classes;
+    const unsigned cls = (((unsigned)blockIdx.x / CLUSTER) * 2654435761u >> 16) % (unsigned)p->ramp_classes;
     const long long wait = (long long)cls * p->ramp_cycles / p->ramp_classes, t0 = clock64();
     while (clock64() - t0 < wait)
         __nanosleep(256);

@@ -232,7 +232,6 @@ static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
     k->keep_rows = (int32_t)geo->keep_rows;
     k->ramp_cycles = (int32_t)geo->ramp_cycles;
     k->ramp_classes = (int32_t)geo->ramp_classes;
-    k->ramp_unit = (int32_t)(geo->ramp_unit > 1 ? geo->ramp_unit : 1);
     k->first_wave = (int32_t)(geo->first_wave < INT32_MAX ? geo->first_wave : INT32_MAX);
     k->pitch = (int32_t)(!pl->nhwc                    ? (geo->held ? geo->held : geo->rows)
                          : geo->cluster || geo->stream ? geo->cw

@@ -31,7 +31,6 @@ typedef struct cnorm_geometry {
     int64_t blocks;  /* resident blocks per SM; a wave is one tile per block */
     int64_t first_wave; /* cluster path: tiles of the first wave, SMs x blocks */
     int64_t ramp_cycles, ramp_classes; /* cluster path: the first wave's start ramp (cc_ramp); 0: none */
-    int64_t ramp_unit;                 /* consecutive clusters that share a ramp class (0 or 1: each its own) */
     int resident;    /* one HBM pass; else statistics, finalize, apply */
     int64_t cluster; /* > 0: the cluster path, a segment's k_tiles = cluster tiles in one cluster */
     int stream;      /* the stream path: one tile of every window per block, the grid k_tiles blocks; 1 one

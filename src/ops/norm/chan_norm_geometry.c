@@ -321,7 +321,6 @@ static int cluster_fits(const cnorm_shape *s, const cnorm_device *dev, int64_t c
         out->ramp_cycles = 1000 * (getenv("FROST_CNORM_RAMP") ? env_int("FROST_CNORM_RAMP", 0, 1000000) : RAMP_KCYCLES);
         out->ramp_classes =
             getenv("FROST_CNORM_RAMP_CLASSES") ? env_int("FROST_CNORM_RAMP_CLASSES", 0, 1000000) : RAMP_CLASSES;
-        out->ramp_unit = env_int("FROST_CNORM_RAMP_UNIT", 1, 1 << 20);
     }
     out->resident = 1;
     out->cluster = k;

@@ -184,7 +184,6 @@ typedef struct cnorm_params {
     int32_t ramp_cycles;  /* cluster path: the first wave's clusters start over this many SM cycles, in */
     int32_t ramp_classes; /* ramp_classes evenly spaced classes (chan_norm_cluster.cu, cc_ramp); 0: at once */
     int32_t first_wave;   /* cluster path: the tiles of the first wave (SMs x resident blocks) */
-    int32_t ramp_unit;    /* cluster path: consecutive clusters that share a ramp class (>= 1) */
     float eps, momentum;
     float inv_m;          /* 1 / elements per set */
     float unbias;         /* M / (M - 1) (BatchNorm running variance) */
