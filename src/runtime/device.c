@@ -250,25 +250,6 @@ static void opt_in_dynamic_smem(const frost__device *dev, frost__kernel *k, cons
     }
 }
 
-/* FROST_CLUSTER_POLICY (0 the driver's default, 1 spread, 2 load balancing): the cluster
- * scheduling policy of kernels with a CLUSTER define, a tuning knob; unset, nothing is set. */
-static frost_status cluster_policy(frost__kernel *k, const char *key_text)
-{
-    const char *env = getenv("FROST_CLUSTER_POLICY");
-    if (!env || !strstr(key_text, " CLUSTER=") || env[0] < '0' || env[0] > '2' || env[1]) {
-        return FROST_OK;
-    }
-    frost__CUresult r = frost__cu.FuncSetAttribute((frost__CUfunction)k->function,
-                                                   FROST__CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE,
-                                                   env[0] - '0');
-    if (r != FROST__CUDA_SUCCESS) {
-        char what[600];
-        snprintf(what, sizeof what, "kernel %s: cluster scheduling policy %s (cuFuncSetAttribute)", key_text, env);
-        return frost__cu_fail(r, what);
-    }
-    return FROST_OK;
-}
-
 /* Loads a cubin and finds key's entry point in it. */
 static frost_status load_kernel(const frost__device *dev, const frost__kernel_key *key, const char *key_text,
                                 const void *cubin, frost__kernel **out)
@@ -298,7 +279,6 @@ static frost_status load_kernel(const frost__device *dev, const frost__kernel_ke
     }
     if (s == FROST_OK) {
         opt_in_dynamic_smem(dev, k, key_text);
-        s = cluster_policy(k, key_text);
     }
     if (s != FROST_OK) {
         if (module) {
