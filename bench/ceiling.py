@@ -41,19 +41,15 @@ def main():
     print(f"{'size':>16} {'op':>5} {'MB moved':>9} {'us':>8} {'GB/s':>7}")
     for label, n in SHAPES:
         for op, tensors in (("copy", 2), ("add", 3)):
-            k = bench.nsets(n * 2 * tensors)
-            sets = []
-            for _ in range(k):
-                a = bench.rand((n,), torch.bfloat16)
-                b = bench.rand((n,), torch.bfloat16)
-                c = torch.empty_like(a)
-                sets.append((a, b, c))
+            moved = n * 2 * tensors
+            # each set: the inputs (one for copy, two for add) and the output
+            sets = [[bench.rand((n,), torch.bfloat16) for _ in range(tensors - 1)]
+                    + [torch.empty(n, dtype=torch.bfloat16, device="cuda")] for _ in range(bench.nsets(moved))]
             if op == "copy":
-                fns = [lambda s=s: s[2].copy_(s[0]) for s in sets]
+                fns = [lambda s=s: s[1].copy_(s[0]) for s in sets]
             else:
                 fns = [lambda s=s: torch.add(s[0], s[1], out=s[2]) for s in sets]
             med, best, runs = bench.time(fns)
-            moved = n * 2 * tensors
             gbs = moved / (med * 1e-3) / 1e9
             print(f"{label:>16} {op:>5} {moved / 1e6:9.1f} {med * 1e3:8.1f} {gbs:7.0f}")
             if out:
