@@ -33,20 +33,29 @@ typedef struct plan_case {
 static const plan_case cases[] = {
     /* name, rms, bwd, rows, cols, dtype, tune, group, nv, looped, stages, persistent, key has */
     {"rms fwd 4096: one-pass grid", 1, 0, 16384, 4096, FROST_BF16, NULL, 256, 2, 0, 2, 0, "STAGES=2"},
-    {"ln fwd 4096: full rows, one-pass grid", 0, 0, 16384, 4096, FROST_BF16, NULL, 256, 2, 0, 2, 0, "MINB=6"},
+    {"ln fwd 4096: full rows, one-pass grid", 0, 0, 16384, 4096, FROST_BF16, NULL, 256, 2, 0, 2, 0, "MINB=4"},
     {"ln fwd 1000: a partial unit, short rows, one-pass", 0, 0, 16384, 1000, FROST_BF16, NULL, 64, 2, 0, 2, 0,
      "GROUP=64"},
     {"rms fwd 1024: 4 row groups a block", 1, 0, 65536, 1024, FROST_BF16, NULL, 64, 2, 0, 2, 0, "GROUP=64"},
-    {"rms fwd 8192: 256 x 4 units, one-pass grid", 1, 0, 8192, 8192, FROST_BF16, NULL, 256, 4, 0, 2, 0, "MINB=3"},
+    {"rms fwd 8192: 256 x 4 units, one-pass grid", 1, 0, 8192, 8192, FROST_BF16, NULL, 256, 4, 0, 2, 0, "MINB=4"},
     {"ln fwd 8192: 256 x 4 units, one-pass grid", 0, 0, 8192, 8192, FROST_BF16, NULL, 256, 4, 0, 2, 0, "MINB=3"},
     {"ln fwd f32 4096: 512 x 2 units, persistent", 0, 0, 8192, 4096, FROST_F32, NULL, 512, 2, 0, 2, 1, "NV=2"},
     {"rms fwd 16384: 4 units, two blocks a SM, one-pass", 1, 0, 4096, 16384, FROST_BF16, NULL, 512, 4, 0, 2, 0,
      "MINB=2"},
-    {"ln fwd 16384: 4 units, two blocks a SM, persistent", 0, 0, 4096, 16384, FROST_BF16, NULL, 512, 4, 0, 2, 1,
-     "MINB=2"},
+    {"ln fwd 16384: 4 units, persistent, no residency bound", 0, 0, 4096, 16384, FROST_BF16, NULL, 512, 4, 0, 2, 1,
+     "MINB=1"},
+    {"tune: preg=0 keeps the per-row parameter loads and two blocks", 0, 0, 4096, 16384, FROST_BF16, "preg=0", 512, 4,
+     0, 2, 1, "MINB=2"},
+    {"tune: preg=0 on 4096 LayerNorm rows: 6 blocks", 0, 0, 16384, 4096, FROST_BF16, "preg=0", 256, 2, 0, 2, 0,
+     "MINB=6"},
+    {"rms fwd 128: groups of 8 hold parameters, 5 blocks", 1, 0, 262144, 128, FROST_BF16, NULL, 8, 2, 0, 2, 0,
+     "MINB=5"},
+    {"ln fwd f16 holds its parameters", 0, 0, 16384, 4096, FROST_F16, NULL, 256, 2, 0, 2, 0, "PARAMS_REG"},
     {"rms fwd 5120: 512 x 2 units", 1, 0, 16384, 5120, FROST_BF16, NULL, 512, 2, 0, 2, 1, "NV=2"},
     {"rms fwd 32768: chunked", 1, 0, 1024, 32768, FROST_BF16, NULL, 1024, 2, 1, 0, 1, "LOOPED"},
     {"rms bwd 4096", 1, 1, 16384, 4096, FROST_BF16, NULL, 256, 2, 0, 2, 1, "DSCALE"},
+    {"rms bwd 16384 holds its scale", 1, 1, 4096, 16384, FROST_BF16, NULL, 512, 4, 0, 2, 1, "PARAMS_REG"},
+    {"tune: bpreg=0 loads the scale per row", 0, 1, 16384, 4096, FROST_BF16, "bpreg=0", 256, 2, 0, 2, 1, "DBIAS"},
     {"ln bwd 12288: 3 units", 0, 1, 1024, 12288, FROST_BF16, NULL, 512, 3, 0, 2, 1, "NV=3"},
     {"ln bwd 16384: 4 units from the ring, not chunked", 0, 1, 4096, 16384, FROST_BF16, NULL, 512, 4, 0, 2, 1,
      "STAGES=2"},
@@ -158,12 +167,31 @@ static void run_case(int index, const plan_case *c)
             tu_failf("key %s: expected LN_MERGE %d, LN_EQUAL %d", k, want_merge, want_equal);
         /* forward rows of 256-thread blocks ask for more resident blocks: 6 (3 at 4 units a
          * thread) for RMSNorm and for LayerNorm's full rows (on a one-pass grid); 512 x 4
-         * units 2 */
+         * units 2; less where parameters are held (below) */
         const int narrow = !c->backward && plan.vec > 1 && !plan.looped && plan.block == 256;
-        const int want_minb = c->tune && strstr(c->tune, "minb=") ? atoi(strstr(c->tune, "minb=") + 5)
-                              : narrow && (c->rms || full)       ? (plan.nv <= 2 ? 6 : 3)
-                              : !c->backward && plan.block == 512 && plan.nv == 4 && plan.vec > 1 ? 2
-                                                                                                   : 0;
+        /* forward vector rows hold their parameter units in registers unless preg=0, which
+         * changes the bounds: LayerNorm's one-pass 2-unit rows 4, its 512 x 4 rows 1;
+         * RMSNorm's 8-thread groups 5, its 256 x 4 rows 4 */
+        int held = !c->backward && plan.vec > 1 && !plan.looped && !(c->tune && strstr(c->tune, "preg=0")), want_minb;
+        for (;; held = 0) {
+            want_minb = c->tune && strstr(c->tune, "minb=") ? atoi(strstr(c->tune, "minb=") + 5)
+                        : narrow && c->rms ? (plan.nv <= 2 ? (held && plan.group <= 32 ? 5 : 6) : held ? 4 : 3)
+                        : narrow && full   ? (plan.nv <= 2 ? (held ? 4 : 6) : 3)
+                        : !c->backward && plan.block == 512 && plan.nv == 4 && plan.vec > 1 ? (held && !c->rms ? 1 : 2)
+                                                                                             : 0;
+            /* held only where the bounds leave 20 + 4 words a unit of x and of each parameter
+             * (a parameter of x's dtype: 4 words a unit) */
+            const int blocks = want_minb > 0 ? want_minb : plan.block <= 256 ? 2 : 1;
+            const int cap = 65536 / (plan.block * blocks) / 8 * 8;
+            if (!held || 20 + 4 * plan.nv * (c->rms ? 2 : 3) <= (cap > 255 ? 255 : cap))
+                break;
+        }
+        /* backward rows in the ring hold their scale units where 4 words a unit fit 8 words
+         * (LayerNorm) or 16 (RMSNorm), unless bpreg=0 */
+        const int held_bwd = c->backward && plan.vec > 1 && !plan.looped && plan.stages > 1 &&
+                             4 * plan.nv <= (c->rms ? 16 : 8) && !(c->tune && strstr(c->tune, "bpreg=0"));
+        if (!!strstr(k, "PARAMS_REG") != (held || held_bwd))
+            tu_failf("key %s: expected PARAMS_REG %d", k, held || held_bwd);
         char minb[16];
         snprintf(minb, sizeof minb, "MINB=%d", want_minb);
         if (want_minb ? !strstr(k, minb) : strstr(k, "MINB=") != NULL)
@@ -278,6 +306,37 @@ static void run_split_case(int index, const split_case *c)
         tu_failf("spread split of %lld to %lld rows a block", (long long)lo, (long long)hi);
 }
 
+/* Held parameters against their registers: LayerNorm bf16 rows with f32 scale and bias hold
+ * them at 4096 columns (2 units: 20 + 8 + 32 words within the 64 of 4 blocks) and load them
+ * per row at 8192 (4 units: 20 + 16 + 64 past the 80 of 3 blocks), keeping the old bounds. */
+static void run_f32_params_case(int index, int64_t cols, int want_held, const char *want_minb)
+{
+    char name[96];
+    snprintf(name, sizeof name, "ln fwd bf16 %lld with f32 parameters: held %d", (long long)cols, want_held);
+    tu_set_context("test_norm_cuda_plan", 0, index, name);
+    frost_graph *g = NULL;
+    TU_OK(frost_graph_create(cpu, &g));
+    const int64_t dims[2] = {8192, cols}, pdims[1] = {cols};
+    frost_norm_desc d = {.x = add(g, "x", FROST_BF16, 2, dims), .scale = add(g, "scale", FROST_F32, 1, pdims),
+                         .bias = add(g, "bias", FROST_F32, 1, pdims)};
+    frost_norm_outputs o = {.y = FROST_TENSOR_AUTO, .inv_std = FROST_TENSOR_AUTO, .mean = FROST_TENSOR_AUTO};
+    TU_OK(frost_graph_add_layernorm(g, &d, &o));
+    unsetenv("FROST_NORM_TUNE");
+    frost__norm_plan plan;
+    frost__buf why = {0}, text = {0};
+    if (g->g.num_nodes && frost__norm_cuda_config(g->g.nodes[0].problem, &plan, &why) == FROST_OK) {
+        frost__key_print(&plan.key, &text);
+        const char *k = frost__buf_str(&text);
+        if (!!strstr(k, "PARAMS_REG") != want_held || !strstr(k, want_minb))
+            tu_failf("key %s: expected PARAMS_REG %d and %s", k, want_held, want_minb);
+    } else {
+        tu_failf("config failed: %s", frost__buf_str(&why));
+    }
+    frost__buf_free(&why);
+    frost__buf_free(&text);
+    frost_graph_destroy(g);
+}
+
 int main(void)
 {
     const int only = tu_case_filter();
@@ -298,6 +357,15 @@ int main(void)
             continue;
         tu_case_begin();
         run_split_case(NUM_CASES + i, &split_cases[i]);
+        tu_case_end();
+        ++run_count;
+    }
+    const int f32_index = NUM_CASES + NUM_SPLIT_CASES;
+    for (int i = 0; i < 2; ++i) {
+        if (only >= 0 && only != f32_index + i)
+            continue;
+        tu_case_begin();
+        run_f32_params_case(f32_index + i, i ? 8192 : 4096, !i, i ? "MINB=3" : "MINB=4");
         tu_case_end();
         ++run_count;
     }

@@ -101,17 +101,45 @@ FROST_DEVICE const void *bwd_scale_row(const norm_bwd_params *p, int64_t row)
     return norm_param_row(p->scale, p->scale_map, row, SCALE_DT);
 }
 
+#if defined(PARAMS_REG) && defined(STAGES) && STAGES > 1 && VEC > 1 && !defined(PER_SAMPLE) && \
+    !defined(LOOPED) && SCALE_DT != FROST_DT_NONE
+/* Staged rows hold the thread's units of scale in registers (PARAMS_REG; norm_kernel.cuh's
+ * held parameters) instead of loading them twice a row. */
+#define BWD_HELD 1
+#define BWD_HELD_WORDS (NV * NORM_HELD_WORDS(SCALE_DT))
+#endif
+
+/* The effective scale of unit k at column col: from the held words (a pinned copy) when
+ * the kernel holds them, else loaded. */
+FROST_DEVICE void bwd_weight(float w[VEC], const void *scale, const uint32_t *held, int k, int col, const int vec)
+{
+#if defined(BWD_HELD)
+    if (held) {
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+#if defined(ZERO_CENTERED)
+            w[j] = norm_held_elem(held, k, j, SCALE_DT) + 1.0f;
+#else
+            w[j] = norm_held_elem(held, k, j, SCALE_DT);
+#endif
+        return;
+    }
+#endif
+    (void)held, (void)k;
+    norm_load_weight(w, scale, col, vec);
+}
+
 /* Adds the thread's share of sum(g) and sum(g * x_hat). */
-FROST_DEVICE void bwd_partial_dots(const void *scale, const uint32_t *x, const uint32_t *dy, int lane, int cols,
-                                   int c0, float mean, float rstd, const int vec, const int units, float *sg,
-                                   float *sgx)
+FROST_DEVICE void bwd_partial_dots(const void *scale, const uint32_t *held, const uint32_t *x, const uint32_t *dy,
+                                   int lane, int cols, int c0, float mean, float rstd, const int vec, const int units,
+                                   float *sg, float *sgx)
 {
 #pragma unroll
     for (int k = 0; k < units; k++) {
         const int col = (k * GROUP + lane) * vec;
         if (col < cols) {
             float w[VEC];
-            norm_load_weight(w, scale, c0 + col, vec);
+            bwd_weight(w, scale, held, k, c0 + col, vec);
 #pragma unroll
             for (int j = 0; j < vec; j++) {
                 const float xhat = (norm_elem(x, k * vec + j, vec) - mean) * rstd;
@@ -125,16 +153,16 @@ FROST_DEVICE void bwd_partial_dots(const void *scale, const uint32_t *x, const u
 
 /* Writes dx for the thread's units and adds dy * x_hat and dy to the column sums acc_w and
  * acc_b (indexed by the thread's element i = k * vec + j). */
-FROST_DEVICE void bwd_write_dx(const void *scale, const uint32_t *x, const uint32_t *dy, frost_io *dxrow, int lane,
-                               int cols, int c0, float mean, float rstd, float mg, float mgx, const int vec,
-                               const int units, float *acc_w, float *acc_b)
+FROST_DEVICE void bwd_write_dx(const void *scale, const uint32_t *held, const uint32_t *x, const uint32_t *dy,
+                               frost_io *dxrow, int lane, int cols, int c0, float mean, float rstd, float mg, float mgx,
+                               const int vec, const int units, float *acc_w, float *acc_b)
 {
 #pragma unroll
     for (int k = 0; k < units; k++) {
         const int col = (k * GROUP + lane) * vec;
         if (col < cols) {
             float w[VEC], out[VEC];
-            norm_load_weight(w, scale, c0 + col, vec);
+            bwd_weight(w, scale, held, k, c0 + col, vec);
 #pragma unroll
             for (int j = 0; j < vec; j++) {
                 const float xhat = (norm_elem(x, k * vec + j, vec) - mean) * rstd;
@@ -233,12 +261,12 @@ FROST_DEVICE void bwd_process(const norm_bwd_params *p, const uint32_t *x, const
     bwd_stats(p, x, lane, p->cols, mean_s, rstd_s, red, vec, units, &mean, &rstd);
     const void *scale = bwd_scale_row(p, row);
     float sg = 0.0f, sgx = 0.0f;
-    bwd_partial_dots(scale, x, dy, lane, p->cols, 0, mean, rstd, vec, units, &sg, &sgx);
+    bwd_partial_dots(scale, 0, x, dy, lane, p->cols, 0, mean, rstd, vec, units, &sg, &sgx);
     float mg, mgx;
     bwd_row_means(p, sg, sgx, red, &mg, &mgx);
     if (active)
-        bwd_write_dx(scale, x, dy, (frost_io *)p->dx + row * p->dx_row_stride, lane, p->cols, 0, mean, rstd, mg, mgx,
-                     vec, units, acc_w, acc_b);
+        bwd_write_dx(scale, 0, x, dy, (frost_io *)p->dx + row * p->dx_row_stride, lane, p->cols, 0, mean, rstd, mg,
+                     mgx, vec, units, acc_w, acc_b);
 }
 
 /* Prefetching doubles the raw registers of x and dy; see the budget note in norm_fwd.cu. */
@@ -311,16 +339,26 @@ FROST_DEVICE void bwd_rows(const norm_bwd_params *p, const int vec)
  * thread then keep their d_scale / d_bias sums in registers without spilling). */
 FROST_DEVICE void bwd_process_staged(const norm_bwd_params *p, const norm_cell *ring, int stage, int64_t row,
                                      bool active, float mean_s, float rstd_s, int lane, norm_red *red, float *acc_w,
-                                     float *acc_b)
+                                     float *acc_b, const uint32_t *held_row)
 {
     float mean, rstd, sg = 0.0f, sgx = 0.0f;
     const void *scale = bwd_scale_row(p, row);
+    const uint32_t *held = 0;
+#if defined(BWD_HELD)
+    uint32_t pinned[BWD_HELD_WORDS];
+#pragma unroll
+    for (int t = 0; t < BWD_HELD_WORDS; t++)
+        pinned[t] = held_row[t];
+    norm_held_pin(pinned, BWD_HELD_WORDS);
+    held = pinned;
+#endif
+    (void)held_row;
     {
         uint32_t x[ELEMS], dy[ELEMS];
         norm_unstage_row(x, ring, stage, 0, 2);
         norm_unstage_row(dy, ring, stage, 1, 2);
         bwd_stats(p, x, lane, p->cols, mean_s, rstd_s, red, VEC, NV, &mean, &rstd);
-        bwd_partial_dots(scale, x, dy, lane, p->cols, 0, mean, rstd, VEC, NV, &sg, &sgx);
+        bwd_partial_dots(scale, held, x, dy, lane, p->cols, 0, mean, rstd, VEC, NV, &sg, &sgx);
     }
     float mg, mgx;
     bwd_row_means(p, sg, sgx, red, &mg, &mgx);
@@ -328,8 +366,8 @@ FROST_DEVICE void bwd_process_staged(const norm_bwd_params *p, const norm_cell *
         uint32_t x[ELEMS], dy[ELEMS];
         norm_unstage_row(x, ring, stage, 0, 2);
         norm_unstage_row(dy, ring, stage, 1, 2);
-        bwd_write_dx(scale, x, dy, (frost_io *)p->dx + row * p->dx_row_stride, lane, p->cols, 0, mean, rstd, mg, mgx,
-                     VEC, NV, acc_w, acc_b);
+        bwd_write_dx(scale, held, x, dy, (frost_io *)p->dx + row * p->dx_row_stride, lane, p->cols, 0, mean, rstd, mg,
+                     mgx, VEC, NV, acc_w, acc_b);
     }
 }
 
@@ -445,6 +483,12 @@ FROST_DEVICE void bwd_rows_staged(const norm_bwd_params *p)
     float mean_s = 0.0f, rstd_s = 1.0f;
     if (row < end)
         bwd_load_stats(p, row, &mean_s, &rstd_s);
+#if defined(BWD_HELD)
+    uint32_t held[BWD_HELD_WORDS];
+    norm_held_load(held, p->scale, lane, p->cols, SCALE_DT);
+#else
+    const uint32_t *held = 0;
+#endif
     int stage = 0;
     for (int64_t first = start; first < end; first += ROWS_PER_BLOCK, row += ROWS_PER_BLOCK) {
         const bool active = row < end;
@@ -458,7 +502,7 @@ FROST_DEVICE void bwd_rows_staged(const norm_bwd_params *p)
         if (row + ROWS_PER_BLOCK < end)
             bwd_load_stats(p, row + ROWS_PER_BLOCK, &nmean, &nrstd);
         norm_cp_async_wait_ring();
-        bwd_process_staged(p, ring, stage, row, active, mean_s, rstd_s, lane, red, acc_w, acc_b);
+        bwd_process_staged(p, ring, stage, row, active, mean_s, rstd_s, lane, red, acc_w, acc_b, held);
         mean_s = nmean;
         rstd_s = nrstd;
         stage = stage + 1 == STAGES ? 0 : stage + 1;
@@ -537,7 +581,7 @@ FROST_DEVICE void bwd_rows_chunked(const norm_bwd_params *p, const int vec, cons
         for (int c0 = 0; c0 < cols; c0 += chunk) {
             norm_load_row(x, xrow + c0, lane, cols - c0, vec, units);
             norm_load_row(dy, dyrow + c0, lane, cols - c0, vec, units);
-            bwd_partial_dots(scale, x, dy, lane, cols - c0, c0, mean, rstd, vec, units, &sg, &sgx);
+            bwd_partial_dots(scale, 0, x, dy, lane, cols - c0, c0, mean, rstd, vec, units, &sg, &sgx);
         }
         float mg, mgx;
         bwd_row_means(p, sg, sgx, red, &mg, &mgx);
@@ -548,7 +592,7 @@ FROST_DEVICE void bwd_rows_chunked(const norm_bwd_params *p, const int vec, cons
 #pragma unroll
             for (int i = 0; i < units * vec; i++)
                 acc_w[i] = acc_b[i] = 0.0f;
-            bwd_write_dx(scale, x, dy, dxrow, lane, cols - c0, c0, mean, rstd, mg, mgx, vec, units, acc_w, acc_b);
+            bwd_write_dx(scale, 0, x, dy, dxrow, lane, cols - c0, c0, mean, rstd, mg, mgx, vec, units, acc_w, acc_b);
 #if defined(DSCALE)
             bwd_store_partial(pscale, acc_w, lane, cols - c0, c0, !first_row, vec, units);
 #endif

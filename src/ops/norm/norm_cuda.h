@@ -52,6 +52,7 @@ typedef struct frost__norm_plan {
     int rows_per_block_groups; /* row groups per block (block / group) */
     int stages;                /* cp.async ring depth, 0 when none */
     int minb;                  /* key define MINB: resident blocks the launch bounds ask for (0: the default) */
+    int params_reg;            /* forward: key define PARAMS_REG (scale and bias units held in registers) */
     int max_bps;               /* cap on resident blocks per SM, whatever the registers allow */
     int persistent;            /* grid capped at the resident blocks (else a block per row
                                   group) */

@@ -91,7 +91,11 @@ static const tile_rule tile_rules[2][3] = {
  * pdl (backward: 0 launches the reduce kernel plainly instead of early; norm_cuda.c), bal
  * (backward: 1 spreads a segment's rows over every slot where the ceil split leaves the
  * last block short, 0 never; the default spreads with one block an SM; norm_cuda.c), bcl
- * (backward: blocks a cluster that merge their partial rows, 0 / 2 / 4 / 8). */
+ * (backward: blocks a cluster that merge their partial rows, 0 / 2 / 4 / 8), block (forward:
+ * threads a block, a power of two of whole row groups), preg (forward: 0 loads scale and bias
+ * once a row instead of keeping a thread's units in registers, PARAMS_REG in norm_fwd.cu), pf (forward: 0 drops the register
+ * prefetch of the next row, NO_PREFETCH), bpreg (backward: 0 loads the scale twice a row
+ * instead of holding a thread's units in registers). */
 int frost__norm_tune(const char *name, int dflt)
 {
     const char *env = getenv("FROST_NORM_TUNE");
@@ -119,6 +123,12 @@ static int next_pow2(int64_t v)
     while (p < v)
         p <<= 1;
     return p;
+}
+
+/* 32-bit words one unit (vec elements) of a parameter takes in registers (0 when absent). */
+static int param_words(const frost__norm_layout *l, int vec)
+{
+    return l->present ? vec * (l->dtype == FROST_F32 ? 4 : 2) / 4 : 0;
 }
 
 /* Writes "3" or "[12, 1]" for a slot's inner strides. */
@@ -253,6 +263,11 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
         plan->nv = (int)frost__norm_ceil_div(units, 256);
     }
     plan->block = plan->group < 256 ? 256 : plan->group;
+    if (!p->backward && !plan->looped) { /* FROST_NORM_TUNE block=: threads a block, whole row groups */
+        const int block = frost__norm_tune("block", 0);
+        if (block >= plan->group && block <= 1024 && block >= 32 && (block & (block - 1)) == 0)
+            plan->block = block;
+    }
     /* Forward rows of 512 threads x 4 units (16384 bf16 columns): launch bounds for two
      * resident blocks (64 registers; sweep 3: 1.07x LayerNorm) and, for RMSNorm, a one-pass
      * grid (1.14x). */
@@ -270,13 +285,41 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
      * units (68-72 registers, no spills).  AdaLayerNorm's per-sample parameter rows keep the
      * defaults. */
     const int narrow = !p->backward && vector && !plan->looped && plan->block == 256 && !p->per_sample_params;
-    int minb = wide ? 2 : 0;
-    if (narrow && p->kind == FROST__NORM_RMS)
-        minb = plan->nv <= 2 ? 6 : 3;
+    /* Forward rows on the vector path keep a thread's scale and bias units in registers
+     * (PARAMS_REG, norm_fwd.cu), loaded once next to the first row's x rather than once a row
+     * after the statistics; AdaLayerNorm's per-sample rows load theirs per row.  On the H200
+     * (2026-12-04 16:08 UTC, docs/PERF.md) with the launch bounds below: LayerNorm 1.03x at
+     * 4096 and 1024 columns, 1.04x at 8192, 1.05x at 16384, 1.09x at 1000; RMSNorm 1.02x at
+     * 4096 and 1024, 1.04x at 16384, 1.06x at 1000. */
     const int ln_one_pass = narrow && p->kind == FROST__NORM_LAYER && full_rows;
-    if (ln_one_pass)
-        minb = plan->nv <= 2 ? 6 : 3;
-    plan->minb = frost__norm_tune("minb", minb);
+    int minb = 0;
+    for (int held = frost__norm_tune("preg", 1) && !p->backward && vector && !plan->looped && !p->per_sample_params;
+         held >= 0; held--) {
+        /* The held parameters take registers: LayerNorm's one-pass rows of 2 units get bounds
+         * for 4 blocks (6 spilled), its 512 x 4 rows none (80 registers, one block an SM: 1.05x
+         * the two blocks' 64 registers); RMSNorm's groups of up to 32 threads 5 (6 spilled), its 256 x 4
+         * rows 4. */
+        minb = wide ? (held && p->kind == FROST__NORM_LAYER ? 1 : 2) : 0;
+        if (narrow && p->kind == FROST__NORM_RMS)
+            minb = plan->nv <= 2 ? (held && plan->group <= 32 ? 5 : 6) : held ? 4 : 3;
+        if (ln_one_pass)
+            minb = plan->nv <= 2 ? (held ? 4 : 6) : 3;
+        minb = frost__norm_tune("minb", minb);
+        /* Held only where those bounds leave the registers: about 20 + the row's 4 words a
+         * unit + the parameters' words, fitted to ptxas on sm_90a (2026-12-04: every norm key
+         * of frost-precompile --report; f32 parameters and RMSNorm with a bias held on 40
+         * registers spilled) */
+        const int blocks = minb > 0 ? minb : plan->block <= 256 ? 2 : 1;
+        int cap = 65536 / (plan->block * blocks) / 8 * 8;
+        cap = cap > 255 ? 255 : cap;
+        const int words = plan->nv * (param_words(&p->slot[FROST__NORM_SCALE], plan->vec) +
+                                      param_words(&p->slot[FROST__NORM_BIAS], plan->vec));
+        if (!held || 20 + 4 * plan->nv + words <= cap) {
+            plan->params_reg = held;
+            break;
+        }
+    }
+    plan->minb = minb;
     /* RMSNorm forward rows of up to 256 threads run as a plain grid, one row per row
      * group: the hardware's block scheduler overlaps short blocks better than the
      * persistent loop (sweeps of 2026-12-02, docs/PERF.md: 1.04-1.07x at hidden 1024 and
@@ -310,6 +353,14 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
             plan->stages = 0;
         plan->ring_bytes = (size_t)plan->stages * slot;
     }
+    /* Backward rows staged in the ring hold their scale units too, where the registers allow
+     * (LayerNorm's accumulators of d_scale and d_bias take twice RMSNorm's): H200, 2026-12-04
+     * 16:27 UTC (docs/PERF.md), 1.01-1.05x on 13 of the 14 suite cases; LayerNorm's 512 x 4
+     * units (16 words, 128 registers already) spilled and ran 0.97x. */
+    if (p->backward && vector && !plan->looped && !p->per_sample_params && plan->stages > 1 &&
+        p->slot[FROST__NORM_SCALE].present &&
+        plan->nv * param_words(&p->slot[FROST__NORM_SCALE], plan->vec) <= (p->kind == FROST__NORM_LAYER ? 8 : 16))
+        plan->params_reg = frost__norm_tune("bpreg", 1);
     /* Backward rows of one 256-thread group: two blocks an SM, whatever the registers allow.
      * Three (RMSNorm at 4096 columns compiles to 80 registers) ran 0.92x. */
     const int two_per_sm = p->backward && plan->stages > 1 && plan->group == 256 && plan->block == 256;
@@ -358,6 +409,10 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
      * elements in four accumulators: 1.05x in sweep 26 (2026-12-03), 0.95-1.01x elsewhere. */
     if (!p->backward && frost__norm_tune("ilp", wide && p->kind == FROST__NORM_LAYER))
         frost__key_define(k, "NORM_ILP", NULL);
+    if (plan->params_reg)
+        frost__key_define(k, "PARAMS_REG", NULL);
+    if (!p->backward && !frost__norm_tune("pf", 1))
+        frost__key_define(k, "NO_PREFETCH", NULL);
     if (!p->backward && p->kind == FROST__NORM_LAYER && io_bytes == 2 && !frost__norm_tune("lnfma", 1))
         frost__key_define(k, "LN_EXACT", NULL);
     if (p->backward) {

@@ -143,6 +143,72 @@ FROST_DEVICE void fwd_write(const void *scale, const void *bias, const uint32_t 
     }
 }
 
+#if defined(PARAMS_REG) && VEC > 1 && !defined(PER_SAMPLE) && !defined(LOOPED)
+/* Scale and bias held in registers (PARAMS_REG, vector path; norm_kernel.cuh's held
+ * parameters): loaded once, next to the first row's x, instead of once a row after the
+ * statistics. */
+#define FWD_PREG 1
+typedef struct fwd_preg {
+    uint32_t w[NV * NORM_HELD_WORDS(SCALE_DT)];
+    uint32_t b[NV * NORM_HELD_WORDS(BIAS_DT)];
+} fwd_preg;
+
+/* Loads the thread's units of scale and bias. */
+FROST_DEVICE void fwd_preg_load(fwd_preg *r, const norm_fwd_params *p, int lane)
+{
+#if SCALE_DT != FROST_DT_NONE
+    norm_held_load(r->w, p->scale, lane, p->cols, SCALE_DT);
+#endif
+#if BIAS_DT != FROST_DT_NONE
+    norm_held_load(r->b, p->bias, lane, p->cols, BIAS_DT);
+#endif
+    (void)r, (void)p, (void)lane;
+}
+
+/* fwd_write with the parameters from registers (vector path, one whole row). */
+FROST_DEVICE void fwd_write_preg(const fwd_preg *held, const uint32_t *raw, frost_io *yrow, int lane, int cols,
+                                 float mean, float rstd)
+{
+    const float shift = -mean * rstd;
+    fwd_preg local = *held;
+    fwd_preg *r = &local;
+    norm_held_pin(local.w, (int)(sizeof local.w / 4));
+    norm_held_pin(local.b, (int)(sizeof local.b / 4));
+    (void)shift, (void)r;
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int col = (k * GROUP + lane) * VEC;
+        if (col < cols) {
+            float out[VEC];
+#pragma unroll
+            for (int j = 0; j < VEC; j++) {
+                const float xhat = FWD_XHAT(norm_elem(raw, k * VEC + j, VEC), mean, rstd, shift);
+#if SCALE_DT != FROST_DT_NONE && defined(ZERO_CENTERED)
+                const float w = norm_held_elem(r->w, k, j, SCALE_DT) + 1.0f;
+#elif SCALE_DT != FROST_DT_NONE
+                const float w = norm_held_elem(r->w, k, j, SCALE_DT);
+#else
+                const float w = 1.0f;
+#endif
+#if BIAS_DT != FROST_DT_NONE
+                out[j] = fmaf(xhat, w, norm_held_elem(r->b, k, j, BIAS_DT));
+#elif SCALE_DT != FROST_DT_NONE
+                out[j] = xhat * w;
+#else
+                out[j] = xhat;
+#endif
+            }
+            norm_store_unit(yrow, col, out, VEC);
+        }
+    }
+}
+#else
+#define FWD_PREG 0
+typedef struct fwd_preg {
+    int unused;
+} fwd_preg;
+#endif
+
 /* Writes y of one row (or, with c0 > 0, of a chunk of it). */
 FROST_DEVICE void fwd_write_row(const norm_fwd_params *p, const uint32_t *raw, int64_t row, int lane, int cols, int c0,
                                 float mean, float rstd, const int vec, const int units)
@@ -261,8 +327,9 @@ FROST_DEVICE void fwd_layer_stats(const norm_fwd_params *p, const uint32_t *cur,
 /* Statistics and output of one register-resident row; every thread of the block calls
  * it (row >= rows: an idle group that only joins the reductions). */
 FROST_DEVICE void fwd_process(const norm_fwd_params *p, const uint32_t *cur, int64_t row, int lane, norm_red *red,
-                              const int vec, const int units)
+                              const int vec, const int units, const fwd_preg *preg)
 {
+    (void)preg;
 #if defined(KIND_LAYER) && defined(LN_EQUAL)
     float mean, rstd;
     fwd_layer_stats(p, cur, red, vec, units, &mean, &rstd);
@@ -282,6 +349,12 @@ FROST_DEVICE void fwd_process(const norm_fwd_params *p, const uint32_t *cur, int
     if (row < p->rows) {
         if (lane == 0)
             fwd_store_stats(p, row, mean, rstd);
+#if FWD_PREG
+        if (vec > 1) {
+            fwd_write_preg(preg, cur, (frost_io *)p->y + row * p->y_row_stride, lane, p->cols, mean, rstd);
+            return;
+        }
+#endif
         fwd_write_row(p, cur, row, lane, p->cols, 0, mean, rstd, vec, units);
     }
 }
@@ -289,7 +362,11 @@ FROST_DEVICE void fwd_process(const norm_fwd_params *p, const uint32_t *cur, int
 #if !defined(LOOPED) && !(defined(STAGES) && STAGES > 1 && VEC > 1)
 /* Prefetching doubles the raw registers; a 1024-thread block has 64 registers a thread,
  * which a 16-byte-per-unit row of more than 8 words plus its prefetch does not fit. */
+#if defined(NO_PREFETCH) /* one row a row group (a plain grid): nothing to prefetch */
+#define PREFETCH 0
+#else
 #define PREFETCH (BLOCK < 1024 || ELEMS * IO_BYTES <= 32)
+#endif
 
 /* Register-resident rows: a persistent grid of blocks, each with ROWS_PER_BLOCK groups;
  * each thread holds NV units of its group's row and prefetches the next row's. */
@@ -314,6 +391,11 @@ FROST_DEVICE void fwd_rows(const norm_fwd_params *p, const int vec)
     if (row < p->rows)
         norm_load_row(cur, x + row * p->x_row_stride, lane, p->cols, vec, units);
 #endif
+    fwd_preg preg;
+#if FWD_PREG
+    if (vec > 1)
+        fwd_preg_load(&preg, p, lane);
+#endif
 
     /* The loop bound is the block's first row, so every thread runs the same trips. */
     for (int64_t first = row - group; first < p->rows; first += step, row += step) {
@@ -324,7 +406,7 @@ FROST_DEVICE void fwd_rows(const norm_fwd_params *p, const int vec)
         if (row < p->rows)
             norm_load_row(cur, x + row * p->x_row_stride, lane, p->cols, vec, units);
 #endif
-        fwd_process(p, cur, row, lane, red, vec, units);
+        fwd_process(p, cur, row, lane, red, vec, units, &preg);
 #if PREFETCH
 #pragma unroll
         for (int i = 0; i < ELEMS; i++)
@@ -351,6 +433,10 @@ FROST_DEVICE void fwd_rows_staged(const norm_fwd_params *p)
         norm_stage_row(ring, s, 0, 1, x + (r < p->rows ? r : 0) * p->x_row_stride, lane, p->cols, r < p->rows);
         norm_cp_async_commit();
     }
+    fwd_preg preg;
+#if FWD_PREG
+    fwd_preg_load(&preg, p, lane);
+#endif
     int stage = 0;
     for (int64_t first = row - group; first < p->rows; first += step, row += step) {
         const int64_t ahead = row + (STAGES - 1) * step;
@@ -360,7 +446,7 @@ FROST_DEVICE void fwd_rows_staged(const norm_fwd_params *p)
         norm_cp_async_wait_ring();
         uint32_t cur[ELEMS];
         norm_unstage_row(cur, ring, stage, 0, 1);
-        fwd_process(p, cur, row, lane, red, VEC, NV);
+        fwd_process(p, cur, row, lane, red, VEC, NV, &preg);
         stage = stage + 1 == STAGES ? 0 : stage + 1;
     }
     norm_cp_async_drain();

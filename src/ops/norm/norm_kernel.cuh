@@ -280,6 +280,55 @@ FROST_DEVICE void norm_load_weight(float w[VEC], const void *scale, int col, con
 #endif
 }
 
+/* ---- held parameters: a thread's units of scale (and bias) kept in registers, raw ----
+ * A thread's columns are the same for every row it takes, so a kernel that walks rows can
+ * load its NV units of a [cols] parameter once (norm_held_load) and convert them when used
+ * (norm_held_elem), instead of loading them again for every row.  Unit k takes
+ * NORM_HELD_WORDS(dt) words from k * NORM_HELD_WORDS(dt); units past cols hold zeros. */
+#define NORM_HELD_WORDS(dt) (VEC * ((dt) == FROST_DT_F32 ? 4 : 2) / 4)
+
+FROST_DEVICE void norm_held_load(uint32_t *dst, const void *base, int lane, int cols, const int dt)
+{
+    const int bytes = dt == FROST_DT_F32 ? 4 : 2;
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        uint32_t *u = dst + k * NORM_HELD_WORDS(dt);
+        const int col = (k * GROUP + lane) * VEC;
+        const char *q = (const char *)base + (int64_t)col * bytes;
+#pragma unroll
+        for (int t = 0; t < NORM_HELD_WORDS(dt); t++)
+            u[t] = 0u;
+        if (col >= cols)
+            continue;
+        if (VEC * bytes >= 16) {
+#pragma unroll
+            for (int t = 0; t < VEC * bytes / 16; t++)
+                frost_ld_cached_v4(u + 4 * t, q + 16 * t);
+        } else { /* f32 I/O (4 columns a unit) with 16-bit parameters: 8 bytes */
+            const uint2 v = __ldg((const uint2 *)q);
+            u[0] = v.x, u[1] = v.y;
+        }
+    }
+}
+
+/* Value j of unit k of a held parameter, as float. */
+FROST_DEVICE float norm_held_elem(const uint32_t *raw, int k, int j, const int dt)
+{
+    const uint32_t *u = raw + k * NORM_HELD_WORDS(dt);
+    return dt == FROST_DT_F32 ? __uint_as_float(u[j]) : norm_half_to_float((u[j >> 1] >> ((j & 1) * 16)) & 0xffffu, dt);
+}
+
+/* Call on a copy of the held words where a row uses them: the empty asm makes them look
+ * written there, once a row, so the compiler converts them there instead of hoisting the
+ * conversions out of the row loop and keeping floats (twice the registers of 16-bit
+ * parameters) across it. */
+FROST_DEVICE void norm_held_pin(uint32_t *raw, const int words)
+{
+#pragma unroll
+    for (int t = 0; t < words; t++)
+        asm volatile("" : "+r"(raw[t]));
+}
+
 /* Stores `vec` values (one unit) of an I/O-dtype row at column col. */
 FROST_DEVICE void norm_store_unit(frost_io *row, int col, const float v[VEC], const int vec)
 {
