@@ -67,6 +67,8 @@ void norm_ref_validation_walk(frost_context *cpu)
     TU_EXPECT(fwd(g, RMS, (FD){.x = xi}, (FO){0}), INVALID, "vx_i32");
     TU_EXPECT(fwd(g, RMS, (FD){.x = xz}, (FO){0}), INVALID, "vx_zero");
     TU_EXPECT(fwd(g, RMS, (FD){.x = x, .scale = wh}, (FO){0}), INVALID, "vw_f16");
+    /* f32 x: one dtype for the parameters, said once */
+    TU_EXPECT(fwd(g, LN, (FD){.x = x, .scale = wh}, (FO){0}), INVALID, "dtype expected f32 (x's dtype), got f16");
     TU_EXPECT(fwd(g, RMS, (FD){.x = x, .scale = wi}, (FO){0}), INVALID, "vw_i32");
     TU_EXPECT(fwd(g, RMS, (FD){.x = x, .scale = wb}, (FO){0}), INVALID, "vw_bad");
     TU_EXPECT(fwd(g, LN, (FD){.x = x, .bias = wb}, (FO){0}), INVALID, "vw_bad");

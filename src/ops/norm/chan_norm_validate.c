@@ -138,8 +138,9 @@ frost_status frost__cnorm_check_input(frost__cnorm_add *a, int slot, const frost
     if (s != FROST_OK || t->dtype == want || (want == FROST_DTYPE_INVALID && t->dtype == FROST_F32))
         return s;
     if (want == FROST_DTYPE_INVALID && t->dtype != a->x->dtype)
-        return frost__cnorm_bad(a, slot, t, "dtype expected f32 or %s (x's dtype), got %s",
-                                frost_dtype_name(a->x->dtype), frost_dtype_name(t->dtype));
+        return frost__cnorm_bad(a, slot, t, "dtype expected %s%s (x's dtype), got %s",
+                                a->x->dtype == FROST_F32 ? "" : "f32 or ", frost_dtype_name(a->x->dtype),
+                                frost_dtype_name(t->dtype));
     if (want != FROST_DTYPE_INVALID)
         return frost__cnorm_bad(a, slot, t, "dtype expected %s%s, got %s", frost_dtype_name(want),
                                 want == a->x->dtype && slot_shape[slot] == DATA ? " (x's dtype)" : "",

@@ -123,9 +123,9 @@ frost_status frost__norm_check_param_input(frost__norm_add *a, int slot, const f
     if (s != FROST_OK)
         return s;
     if (t->dtype != FROST_F32 && t->dtype != a->x->dtype)
-        return frost__fail(FROST_INVALID_ARGUMENT, "%s: %s '%s': dtype expected f32 or %s (x's dtype), got %s", a->fn,
-                           frost__norm_slot_names[slot], tname(t), frost_dtype_name(a->x->dtype),
-                           frost_dtype_name(t->dtype));
+        return frost__fail(FROST_INVALID_ARGUMENT, "%s: %s '%s': dtype expected %s%s (x's dtype), got %s", a->fn,
+                           frost__norm_slot_names[slot], tname(t), a->x->dtype == FROST_F32 ? "" : "f32 or ",
+                           frost_dtype_name(a->x->dtype), frost_dtype_name(t->dtype));
     return FROST_OK;
 }
 

@@ -354,12 +354,14 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
         plan->ring_bytes = (size_t)plan->stages * slot;
     }
     /* Backward rows staged in the ring hold their scale units too, where the registers allow
-     * (LayerNorm's accumulators of d_scale and d_bias take twice RMSNorm's): H200, 2026-12-04
+     * (LayerNorm's and d_bias's accumulators take more; 512 x 4 units with d_bias spilled
+     * in ptxas): H200, 2026-12-04
      * 16:27 UTC (docs/PERF.md), 1.01-1.05x on 13 of the 14 suite cases; LayerNorm's 512 x 4
      * units (16 words, 128 registers already) spilled and ran 0.97x. */
     if (p->backward && vector && !plan->looped && !p->per_sample_params && plan->stages > 1 &&
         p->slot[FROST__NORM_SCALE].present &&
-        plan->nv * param_words(&p->slot[FROST__NORM_SCALE], plan->vec) <= (p->kind == FROST__NORM_LAYER ? 8 : 16))
+        plan->nv * param_words(&p->slot[FROST__NORM_SCALE], plan->vec) <=
+            (p->kind == FROST__NORM_LAYER || p->slot[FROST__NORM_D_BIAS].present ? 8 : 16))
         plan->params_reg = frost__norm_tune("bpreg", 1);
     /* Backward rows of one 256-thread group: two blocks an SM, whatever the registers allow.
      * Three (RMSNorm at 4096 columns compiles to 80 registers) ran 0.92x. */

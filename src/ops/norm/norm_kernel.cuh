@@ -300,14 +300,10 @@ FROST_DEVICE void norm_held_load(uint32_t *dst, const void *base, int lane, int 
             u[t] = 0u;
         if (col >= cols)
             continue;
-        if (VEC * bytes >= 16) {
+        /* a parameter is f32 or of x's dtype, so a unit of it is 16 or 32 bytes */
 #pragma unroll
-            for (int t = 0; t < VEC * bytes / 16; t++)
-                frost_ld_cached_v4(u + 4 * t, q + 16 * t);
-        } else { /* f32 I/O (4 columns a unit) with 16-bit parameters: 8 bytes */
-            const uint2 v = __ldg((const uint2 *)q);
-            u[0] = v.x, u[1] = v.y;
-        }
+        for (int t = 0; t < VEC * bytes / 16; t++)
+            frost_ld_cached_v4(u + 4 * t, q + 16 * t);
     }
 }
 
