@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # norm_device_check.sh — one device call for the normalization kernels: configure and build
-# (Release, build-gpu), the GPU norm tests, compute-sanitizer on the channel-norm test's small
-# cases, then frost-bench on the norm and cnorm suites (and, with PEERS=1, bench/norm_report.sh
-# with the peers).  Run from the repository root on a GPU machine; everything lands under $OUT
-# (at most eight files: log.txt, san-*.log, and the report's files under rep/).
+# (Release, build-gpu), the GPU norm tests, compute-sanitizer on the channel-norm and
+# row-norm tests' small cases, then frost-bench on the norm and cnorm suites (and, with
+# PEERS=1, bench/norm_report.sh with the peers).  Run from the repository root on a GPU
+# machine; everything lands under $OUT (at most seven files: log.txt, san.log, and the
+# report's files under rep/).
 #
 #   scripts/norm_device_check.sh [tests|bench|all]      (default all)
 #
-# Environment: SAN_TOOLS ("memcheck racecheck"), SAN_TESTS (test_chan_norm_gpu),
+# Environment: SAN_TOOLS ("memcheck racecheck"), SAN_TESTS ("test_chan_norm_gpu test_norm_gpu"),
 # PEERS (0), PEER_BUDGET (200), SWEEP (a cases file for bench/norm_sweep.sh), SWEEP_SETTINGS.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -32,14 +33,15 @@ if [[ $what == tests || $what == all ]]; then
     say "ctest -L gpu -R norm"
     ctest --test-dir "$B" -L gpu -R norm -j 3 --output-on-failure --timeout 300 >>"$L" 2>&1 || rc=1
     grep -E 'tests passed|Failed|\*\*\*' "$L" | tail -5
-    for t in ${SAN_TESTS:-test_chan_norm_gpu}; do
+    for t in ${SAN_TESTS:-test_chan_norm_gpu test_norm_gpu}; do
         for tool in ${SAN_TOOLS:-memcheck racecheck}; do
             say "compute-sanitizer $tool $t (FROST_TEST_SMALL=1)"
             FROST_TEST_SMALL=1 timeout 150 compute-sanitizer --tool "$tool" --error-exitcode 1 --print-limit 20 \
-                "$B/tests/$t" >"$OUT/san-$tool-$t.log" 2>&1
+                "$B/tests/$t" >/tmp/norm-san.log 2>&1
             r=$?
             echo "$tool $t rc $r" | tee -a "$L"
-            tail -2 "$OUT/san-$tool-$t.log" >>"$L"
+            tail -2 /tmp/norm-san.log >>"$L"
+            { echo "== $tool $t rc $r"; cat /tmp/norm-san.log; } >>"$OUT/san.log"
             ((r != 0)) && rc=1
         done
     done
