@@ -117,11 +117,7 @@ FROST_DEVICE void bwd_weight(float w[VEC], const void *scale, const uint32_t *he
     if (held) {
 #pragma unroll
         for (int j = 0; j < VEC; j++)
-#if defined(ZERO_CENTERED)
-            w[j] = norm_held_elem(held, k, j, SCALE_DT) + 1.0f;
-#else
-            w[j] = norm_held_elem(held, k, j, SCALE_DT);
-#endif
+            w[j] = norm_held_scale(held, k, j);
         return;
     }
 #endif

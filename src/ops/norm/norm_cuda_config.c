@@ -131,6 +131,36 @@ static int param_words(const frost__norm_layout *l, int vec)
     return l->present ? vec * (l->dtype == FROST_F32 ? 4 : 2) / 4 : 0;
 }
 
+/* Resident blocks the forward's launch bounds ask for (0: the default), with the parameters
+ * held in registers or not.  The held parameters take registers: LayerNorm's one-pass rows
+ * of 2 units get bounds for 4 blocks (6 spilled), its 512 x 4 rows none (80 registers, one
+ * block an SM: 1.05x the two blocks' 64 registers); RMSNorm's groups of up to 32 threads 5
+ * (6 spilled), its 256 x 4 rows 4. */
+static int fwd_min_blocks(const frost__norm_problem *p, const frost__norm_plan *plan, int wide, int narrow,
+                          int ln_one_pass, int held)
+{
+    int minb = wide ? (held && p->kind == FROST__NORM_LAYER ? 1 : 2) : 0;
+    if (narrow && p->kind == FROST__NORM_RMS)
+        minb = plan->nv <= 2 ? (held && plan->group <= 32 ? 5 : 6) : held ? 4 : 3;
+    if (ln_one_pass)
+        minb = plan->nv <= 2 ? (held ? 4 : 6) : 3;
+    return frost__norm_tune("minb", minb);
+}
+
+/* Whether the forward's scale and bias units fit the registers that bounds for minb blocks
+ * leave: about 20 + the row's 4 words a unit + the parameters' words, fitted to ptxas on
+ * sm_90a (2026-12-04: every norm key of frost-precompile --report; f32 parameters and
+ * RMSNorm with a bias held on 40 registers spilled). */
+static int held_params_fit(const frost__norm_problem *p, const frost__norm_plan *plan, int minb)
+{
+    const int blocks = minb > 0 ? minb : plan->block <= 256 ? 2 : 1;
+    int cap = 65536 / (plan->block * blocks) / 8 * 8;
+    cap = cap > 255 ? 255 : cap;
+    const int words = plan->nv * (param_words(&p->slot[FROST__NORM_SCALE], plan->vec) +
+                                  param_words(&p->slot[FROST__NORM_BIAS], plan->vec));
+    return 20 + 4 * plan->nv + words <= cap;
+}
+
 /* Writes "3" or "[12, 1]" for a slot's inner strides. */
 static void print_inner_strides(frost__buf *why, const frost__norm_problem *p, const frost__norm_layout *l)
 {
@@ -292,34 +322,11 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
      * 4096 and 1024 columns, 1.04x at 8192, 1.05x at 16384, 1.09x at 1000; RMSNorm 1.02x at
      * 4096 and 1024, 1.04x at 16384, 1.06x at 1000. */
     const int ln_one_pass = narrow && p->kind == FROST__NORM_LAYER && full_rows;
-    int minb = 0;
-    for (int held = frost__norm_tune("preg", 1) && !p->backward && vector && !plan->looped && !p->per_sample_params;
-         held >= 0; held--) {
-        /* The held parameters take registers: LayerNorm's one-pass rows of 2 units get bounds
-         * for 4 blocks (6 spilled), its 512 x 4 rows none (80 registers, one block an SM: 1.05x
-         * the two blocks' 64 registers); RMSNorm's groups of up to 32 threads 5 (6 spilled), its 256 x 4
-         * rows 4. */
-        minb = wide ? (held && p->kind == FROST__NORM_LAYER ? 1 : 2) : 0;
-        if (narrow && p->kind == FROST__NORM_RMS)
-            minb = plan->nv <= 2 ? (held && plan->group <= 32 ? 5 : 6) : held ? 4 : 3;
-        if (ln_one_pass)
-            minb = plan->nv <= 2 ? (held ? 4 : 6) : 3;
-        minb = frost__norm_tune("minb", minb);
-        /* Held only where those bounds leave the registers: about 20 + the row's 4 words a
-         * unit + the parameters' words, fitted to ptxas on sm_90a (2026-12-04: every norm key
-         * of frost-precompile --report; f32 parameters and RMSNorm with a bias held on 40
-         * registers spilled) */
-        const int blocks = minb > 0 ? minb : plan->block <= 256 ? 2 : 1;
-        int cap = 65536 / (plan->block * blocks) / 8 * 8;
-        cap = cap > 255 ? 255 : cap;
-        const int words = plan->nv * (param_words(&p->slot[FROST__NORM_SCALE], plan->vec) +
-                                      param_words(&p->slot[FROST__NORM_BIAS], plan->vec));
-        if (!held || 20 + 4 * plan->nv + words <= cap) {
-            plan->params_reg = held;
-            break;
-        }
-    }
-    plan->minb = minb;
+    int held = frost__norm_tune("preg", 1) && !p->backward && vector && !plan->looped && !p->per_sample_params;
+    if (held && !held_params_fit(p, plan, fwd_min_blocks(p, plan, wide, narrow, ln_one_pass, 1)))
+        held = 0;
+    plan->params_reg = held;
+    plan->minb = fwd_min_blocks(p, plan, wide, narrow, ln_one_pass, held);
     /* RMSNorm forward rows of up to 256 threads run as a plain grid, one row per row
      * group: the hardware's block scheduler overlaps short blocks better than the
      * persistent loop (sweeps of 2026-12-02, docs/PERF.md: 1.04-1.07x at hidden 1024 and

@@ -110,39 +110,6 @@ FROST_DEVICE float fwd_partial_sq(const uint32_t *raw, int lane, int cols, float
 #define FWD_XHAT(x, mean, rstd, shift) (((x) - (mean)) * (rstd))
 #endif
 
-/* Writes the thread's units of y for one row (or chunk: pointers and cols offset by c0);
- * scale and bias point at the row's parameter rows. */
-FROST_DEVICE void fwd_write(const void *scale, const void *bias, const uint32_t *raw, frost_io *yrow, int lane,
-                            int cols, int c0, float mean, float rstd, const int vec, const int units)
-{
-    const float shift = -mean * rstd;
-    (void)shift;
-#pragma unroll
-    for (int k = 0; k < units; k++) {
-        const int col = (k * GROUP + lane) * vec;
-        if (col < cols) {
-            float w[VEC], out[VEC];
-            norm_load_weight(w, scale, c0 + col, vec);
-#if BIAS_DT != FROST_DT_NONE
-            float b[VEC];
-            norm_load_param(b, bias, c0 + col, vec, BIAS_DT);
-#else
-            (void)bias;
-#endif
-#pragma unroll
-            for (int j = 0; j < vec; j++) {
-                const float xhat = FWD_XHAT(norm_elem(raw, k * vec + j, vec), mean, rstd, shift);
-#if BIAS_DT != FROST_DT_NONE
-                out[j] = fmaf(xhat, w[j], b[j]);
-#else
-                out[j] = xhat * w[j];
-#endif
-            }
-            norm_store_unit(yrow, c0 + col, out, vec);
-        }
-    }
-}
-
 #if defined(PARAMS_REG) && VEC > 1 && !defined(PER_SAMPLE) && !defined(LOOPED)
 /* Scale and bias held in registers (PARAMS_REG, vector path; norm_kernel.cuh's held
  * parameters): loaded once, next to the first row's x, instead of once a row after the
@@ -165,43 +132,6 @@ FROST_DEVICE void fwd_preg_load(fwd_preg *r, const norm_fwd_params *p, int lane)
     (void)r, (void)p, (void)lane;
 }
 
-/* fwd_write with the parameters from registers (vector path, one whole row). */
-FROST_DEVICE void fwd_write_preg(const fwd_preg *held, const uint32_t *raw, frost_io *yrow, int lane, int cols,
-                                 float mean, float rstd)
-{
-    const float shift = -mean * rstd;
-    fwd_preg local = *held;
-    fwd_preg *r = &local;
-    norm_held_pin(local.w, (int)(sizeof local.w / 4));
-    norm_held_pin(local.b, (int)(sizeof local.b / 4));
-    (void)shift, (void)r;
-#pragma unroll
-    for (int k = 0; k < NV; k++) {
-        const int col = (k * GROUP + lane) * VEC;
-        if (col < cols) {
-            float out[VEC];
-#pragma unroll
-            for (int j = 0; j < VEC; j++) {
-                const float xhat = FWD_XHAT(norm_elem(raw, k * VEC + j, VEC), mean, rstd, shift);
-#if SCALE_DT != FROST_DT_NONE && defined(ZERO_CENTERED)
-                const float w = norm_held_elem(r->w, k, j, SCALE_DT) + 1.0f;
-#elif SCALE_DT != FROST_DT_NONE
-                const float w = norm_held_elem(r->w, k, j, SCALE_DT);
-#else
-                const float w = 1.0f;
-#endif
-#if BIAS_DT != FROST_DT_NONE
-                out[j] = fmaf(xhat, w, norm_held_elem(r->b, k, j, BIAS_DT));
-#elif SCALE_DT != FROST_DT_NONE
-                out[j] = xhat * w;
-#else
-                out[j] = xhat;
-#endif
-            }
-            norm_store_unit(yrow, col, out, VEC);
-        }
-    }
-}
 #else
 #define FWD_PREG 0
 typedef struct fwd_preg {
@@ -209,12 +139,64 @@ typedef struct fwd_preg {
 } fwd_preg;
 #endif
 
+/* Writes the thread's units of y for one row (or chunk: pointers and cols offset by c0);
+ * scale and bias point at the row's parameter rows, or, with held (vector path, whole
+ * rows), come from the thread's held units. */
+FROST_DEVICE void fwd_write(const void *scale, const void *bias, const fwd_preg *held, const uint32_t *raw,
+                            frost_io *yrow, int lane, int cols, int c0, float mean, float rstd, const int vec,
+                            const int units)
+{
+    const float shift = -mean * rstd;
+    (void)shift, (void)held;
+#if FWD_PREG
+    fwd_preg pinned;
+    if (held) {
+        pinned = *held;
+        norm_held_pin(pinned.w, (int)(sizeof pinned.w / 4));
+        norm_held_pin(pinned.b, (int)(sizeof pinned.b / 4));
+    }
+#endif
+#pragma unroll
+    for (int k = 0; k < units; k++) {
+        const int col = (k * GROUP + lane) * vec;
+        if (col < cols) {
+            float w[VEC], b[VEC], out[VEC];
+            if (!held) {
+                norm_load_weight(w, scale, c0 + col, vec);
+#if BIAS_DT != FROST_DT_NONE
+                norm_load_param(b, bias, c0 + col, vec, BIAS_DT);
+#endif
+            }
+            (void)bias, (void)b;
+#pragma unroll
+            for (int j = 0; j < vec; j++) {
+#if FWD_PREG
+                /* converted where used: see norm_held_pin */
+                if (held) {
+                    w[j] = norm_held_scale(pinned.w, k, j);
+#if BIAS_DT != FROST_DT_NONE
+                    b[j] = norm_held_elem(pinned.b, k, j, BIAS_DT);
+#endif
+                }
+#endif
+                const float xhat = FWD_XHAT(norm_elem(raw, k * vec + j, vec), mean, rstd, shift);
+#if BIAS_DT != FROST_DT_NONE
+                out[j] = fmaf(xhat, w[j], b[j]);
+#else
+                out[j] = xhat * w[j];
+#endif
+            }
+            norm_store_unit(yrow, c0 + col, out, vec);
+        }
+    }
+}
+
 /* Writes y of one row (or, with c0 > 0, of a chunk of it). */
-FROST_DEVICE void fwd_write_row(const norm_fwd_params *p, const uint32_t *raw, int64_t row, int lane, int cols, int c0,
-                                float mean, float rstd, const int vec, const int units)
+FROST_DEVICE void fwd_write_row(const norm_fwd_params *p, const fwd_preg *held, const uint32_t *raw, int64_t row,
+                                int lane, int cols, int c0, float mean, float rstd, const int vec, const int units)
 {
     fwd_write(norm_param_row(p->scale, p->scale_map, row, SCALE_DT), norm_param_row(p->bias, p->bias_map, row, BIAS_DT),
-              raw, (frost_io *)p->y + row * p->y_row_stride, lane, cols, c0, mean, rstd, vec, units);
+              held, raw, (frost_io *)p->y + row * p->y_row_stride, lane, cols, c0, mean, rstd, vec, units);
 }
 
 FROST_DEVICE void fwd_store_stats(const norm_fwd_params *p, int64_t row, float mean, float rstd)
@@ -329,7 +311,6 @@ FROST_DEVICE void fwd_layer_stats(const norm_fwd_params *p, const uint32_t *cur,
 FROST_DEVICE void fwd_process(const norm_fwd_params *p, const uint32_t *cur, int64_t row, int lane, norm_red *red,
                               const int vec, const int units, const fwd_preg *preg)
 {
-    (void)preg;
 #if defined(KIND_LAYER) && defined(LN_EQUAL)
     float mean, rstd;
     fwd_layer_stats(p, cur, red, vec, units, &mean, &rstd);
@@ -349,13 +330,7 @@ FROST_DEVICE void fwd_process(const norm_fwd_params *p, const uint32_t *cur, int
     if (row < p->rows) {
         if (lane == 0)
             fwd_store_stats(p, row, mean, rstd);
-#if FWD_PREG
-        if (vec > 1) {
-            fwd_write_preg(preg, cur, (frost_io *)p->y + row * p->y_row_stride, lane, p->cols, mean, rstd);
-            return;
-        }
-#endif
-        fwd_write_row(p, cur, row, lane, p->cols, 0, mean, rstd, vec, units);
+        fwd_write_row(p, FWD_PREG && vec > 1 ? preg : 0, cur, row, lane, p->cols, 0, mean, rstd, vec, units);
     }
 }
 
@@ -497,7 +472,7 @@ FROST_DEVICE void fwd_rows_chunked(const norm_fwd_params *p, const int vec, cons
             fwd_store_stats(p, row, mean, rstd);
         for (int c0 = 0; c0 < p->cols; c0 += chunk) {
             norm_load_row(raw, xrow + c0, lane, p->cols - c0, vec, units);
-            fwd_write_row(p, raw, row, lane, p->cols - c0, c0, mean, rstd, vec, units);
+            fwd_write_row(p, 0, raw, row, lane, p->cols - c0, c0, mean, rstd, vec, units);
         }
     }
 }

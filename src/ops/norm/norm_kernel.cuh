@@ -200,16 +200,20 @@ FROST_DEVICE void norm_load_row(uint32_t *raw, const frost_io *row, int lane, in
     }
 }
 
+/* Element i of raw words of dtype dt (one per word for f32, two per word low half first
+ * for 16-bit dtypes), as float. */
+FROST_DEVICE float norm_raw_elem(const uint32_t *raw, const int i, const int dt)
+{
+    if (dt == FROST_DT_F32)
+        return __uint_as_float(raw[i]);
+    return norm_half_to_float((raw[i >> 1] >> ((i & 1) * 16)) & 0xffffu, dt);
+}
+
 /* Element i (= k * vec + j) of the thread's raw row, as float. */
 FROST_DEVICE float norm_elem(const uint32_t *raw, const int i, const int vec)
 {
     (void)vec;
-#if defined(DTYPE_F32)
-    return __uint_as_float(raw[i]);
-#else
-    uint32_t w = raw[i >> 1];
-    return norm_half_to_float((w >> ((i & 1) * 16)) & 0xffffu, IO_DT);
-#endif
+    return norm_raw_elem(raw, i, IO_DT);
 }
 
 /* Does unit k of this thread lie inside the row? */
@@ -234,15 +238,9 @@ FROST_DEVICE void norm_load_param(float out[VEC], const void *base, int col, con
     for (int q = 0; q < vec * bytes / 16; q++) {
         uint32_t r[4];
         frost_ld_cached_v4(r, p + 16 * q);
-        if (dt == FROST_DT_F32) {
 #pragma unroll
-            for (int t = 0; t < 4; t++)
-                out[4 * q + t] = __uint_as_float(r[t]);
-        } else {
-#pragma unroll
-            for (int t = 0; t < 8; t++)
-                out[8 * q + t] = norm_half_to_float((r[t >> 1] >> ((t & 1) * 16)) & 0xffffu, dt);
-        }
+        for (int t = 0; t < 16 / bytes; t++)
+            out[16 / bytes * q + t] = norm_raw_elem(r, t, dt);
     }
 }
 
@@ -310,8 +308,20 @@ FROST_DEVICE void norm_held_load(uint32_t *dst, const void *base, int lane, int 
 /* Value j of unit k of a held parameter, as float. */
 FROST_DEVICE float norm_held_elem(const uint32_t *raw, int k, int j, const int dt)
 {
-    const uint32_t *u = raw + k * NORM_HELD_WORDS(dt);
-    return dt == FROST_DT_F32 ? __uint_as_float(u[j]) : norm_half_to_float((u[j >> 1] >> ((j & 1) * 16)) & 0xffffu, dt);
+    return norm_raw_elem(raw + k * NORM_HELD_WORDS(dt), j, dt);
+}
+
+/* Effective scale of value j of unit k from the held scale words, as norm_load_weight. */
+FROST_DEVICE float norm_held_scale(const uint32_t *held, int k, int j)
+{
+#if SCALE_DT != FROST_DT_NONE && defined(ZERO_CENTERED)
+    return norm_held_elem(held, k, j, SCALE_DT) + 1.0f;
+#elif SCALE_DT != FROST_DT_NONE
+    return norm_held_elem(held, k, j, SCALE_DT);
+#else
+    (void)held, (void)k, (void)j;
+    return 1.0f;
+#endif
 }
 
 /* Call on a copy of the held words where a row uses them: the empty asm makes them look
