@@ -93,8 +93,8 @@ FROST_DEVICE frost_io frost_from_float(float f) { return frost_float_to_bf16(f);
 /* ---- thread-block clusters (sm_90) ----
  * frost_cluster_arrive / _wait: the two halves of a cluster barrier (release, acquire), so a
  * block can work between them; frost_cluster_sync: both.  frost_ld_cluster_v4 / _v2: 16 (or
- * 8) bytes at `local`'s place in the shared memory of the cluster's block `rank`.
- * frost_cluster_rank: this block's rank in its cluster.  Compiled for an older
+ * 8) bytes at `local`'s place in the shared memory of the cluster's block `rank`;
+ * frost_st_cluster_f32 stores one float there.  frost_cluster_rank: this block's rank in its cluster.  Compiled for an older
  * architecture they trap: the host never selects a cluster key there. */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 FROST_DEVICE void frost_cluster_arrive(void)
@@ -124,6 +124,64 @@ FROST_DEVICE void frost_ld_cluster_v2(float v[2], const float *local, unsigned r
                  : "r"((uint32_t)__cvta_generic_to_shared(local)), "r"(rank));
     asm volatile("ld.shared::cluster.v2.f32 {%0,%1}, [%2];" : "=f"(v[0]), "=f"(v[1]) : "r"(remote) : "memory");
 }
+FROST_DEVICE void frost_st_cluster_f32(float *local, unsigned rank, float v)
+{
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                 : "=r"(remote)
+                 : "r"((uint32_t)__cvta_generic_to_shared(local)), "r"(rank));
+    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
+}
+/* mbarrier transactions (sm_90): a block's threads wait on a shared-memory barrier object
+ * until an expected number of bytes, stored into its shared memory by any block of the
+ * cluster with frost_st_async_f32, has landed.  Unlike a cluster barrier this orders
+ * nothing else: no thread waits for its earlier global stores to become visible.
+ * frost_mbar_init (one thread, then frost_mbar_init_fence and a cluster barrier before any
+ * use); frost_mbar_expect (one arrival that also expects `bytes`); frost_mbar_wait (until
+ * the phase of the given parity completes). */
+FROST_DEVICE void frost_mbar_init(uint64_t *bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"((uint32_t)__cvta_generic_to_shared(bar)),
+                 "r"(count)
+                 : "memory");
+}
+FROST_DEVICE void frost_mbar_init_fence(void)
+{
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+FROST_DEVICE void frost_mbar_expect(uint64_t *bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                     (uint32_t)__cvta_generic_to_shared(bar)),
+                 "r"(bytes)
+                 : "memory");
+}
+FROST_DEVICE void frost_mbar_wait(uint64_t *bar, unsigned parity)
+{
+    asm volatile("{\n"
+                 ".reg .pred done;\n"
+                 "wait_%=:\n"
+                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra wait_%=;\n"
+                 "}" ::"r"((uint32_t)__cvta_generic_to_shared(bar)),
+                 "r"(parity)
+                 : "memory");
+}
+/* Stores v at `local`'s place in block `rank` of the cluster and counts its 4 bytes on the
+ * mbarrier at `bar`'s place there. */
+FROST_DEVICE void frost_st_async_f32(float *local, uint64_t *bar, unsigned rank, float v)
+{
+    uint32_t dst, rbar;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                 : "=r"(dst)
+                 : "r"((uint32_t)__cvta_generic_to_shared(local)), "r"(rank));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                 : "=r"(rbar)
+                 : "r"((uint32_t)__cvta_generic_to_shared(bar)), "r"(rank));
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(dst),
+                 "r"(__float_as_uint(v)), "r"(rbar)
+                 : "memory");
+}
 FROST_DEVICE unsigned frost_cluster_rank(void)
 {
     unsigned r;
@@ -149,6 +207,35 @@ FROST_DEVICE void frost_ld_cluster_v2(float v[2], const float *local, unsigned r
 {
     (void)local, (void)rank;
     v[0] = v[1] = 0.0f;
+    __trap();
+}
+FROST_DEVICE void frost_st_cluster_f32(float *local, unsigned rank, float v)
+{
+    (void)local, (void)rank, (void)v;
+    __trap();
+}
+FROST_DEVICE void frost_mbar_init(uint64_t *bar, unsigned count)
+{
+    (void)bar, (void)count;
+    __trap();
+}
+FROST_DEVICE void frost_mbar_init_fence(void)
+{
+    __trap();
+}
+FROST_DEVICE void frost_mbar_expect(uint64_t *bar, unsigned bytes)
+{
+    (void)bar, (void)bytes;
+    __trap();
+}
+FROST_DEVICE void frost_mbar_wait(uint64_t *bar, unsigned parity)
+{
+    (void)bar, (void)parity;
+    __trap();
+}
+FROST_DEVICE void frost_st_async_f32(float *local, uint64_t *bar, unsigned rank, float v)
+{
+    (void)local, (void)bar, (void)rank, (void)v;
     __trap();
 }
 FROST_DEVICE unsigned frost_cluster_rank(void)

@@ -54,11 +54,11 @@ static const plan_case cases[] = {
     {"rms fwd 5120: 512 x 2 units", 1, 0, 16384, 5120, FROST_BF16, NULL, 512, 2, 0, 2, 1, "NV=2"},
     {"rms fwd 32768: chunked", 1, 0, 1024, 32768, FROST_BF16, NULL, 1024, 2, 1, 0, 1, "LOOPED"},
     {"rms bwd 4096", 1, 1, 16384, 4096, FROST_BF16, NULL, 256, 2, 0, 2, 1, "DSCALE"},
-    {"rms bwd 16384 holds its scale", 1, 1, 4096, 16384, FROST_BF16, NULL, 512, 4, 0, 2, 1, "PARAMS_REG"},
+    {"rms bwd 16384 split, holds its scale", 1, 1, 4096, 16384, FROST_BF16, NULL, 512, 2, 0, 2, 1, "PARAMS_REG"},
     {"tune: bpreg=0 loads the scale per row", 0, 1, 16384, 4096, FROST_BF16, "bpreg=0", 256, 2, 0, 2, 1, "DBIAS"},
     {"ln bwd 12288: 3 units", 0, 1, 1024, 12288, FROST_BF16, NULL, 512, 3, 0, 2, 1, "NV=3"},
-    {"ln bwd 16384: 4 units from the ring, not chunked", 0, 1, 4096, 16384, FROST_BF16, NULL, 512, 4, 0, 2, 1,
-     "STAGES=2"},
+    {"ln bwd 16384 whole: 4 units from the ring, not chunked", 0, 1, 4096, 16384, FROST_BF16, "split=0", 512, 4, 0, 2,
+     1, "STAGES=2"},
     {"rms bwd f32 16384: chunked", 1, 1, 256, 16384, FROST_F32, NULL, 512, 1, 1, 0, 1, "LOOPED"},
     {"rms fwd 1001: scalar path, no ring", 1, 0, 512, 1001, FROST_BF16, NULL, 128, 8, 0, 0, 0, "VEC=1"},
     {"tune: stages=3,persist=1", 1, 0, 16384, 4096, FROST_BF16, "stages=3,persist=1", 256, 2, 0, 3, 1, "STAGES=3"},
@@ -88,6 +88,18 @@ static const plan_case cases[] = {
     {"tune: pdl=0 launches the reduce plainly", 1, 1, 16384, 4096, FROST_BF16, "pdl=0", 256, 2, 0, 2, 1, NULL},
     {"tune: trips=3 on a one-pass grid", 1, 0, 16384, 4096, FROST_BF16, "trips=3", 256, 2, 0, 2, 0, NULL},
     {"tune: ilp=1 reaches the key", 1, 0, 16384, 4096, FROST_BF16, "ilp=1", 256, 2, 0, 2, 0, "NORM_ILP"},
+    {"split ln fwd 16384: halves of 256 x 4 units", 0, 0, 4096, 16384, FROST_BF16, "split=2", 256, 4, 0, 2, 0,
+     "ROW_SPLIT=2"},
+    {"split rms fwd 16384", 1, 0, 4096, 16384, FROST_BF16, "split=2", 256, 4, 0, 2, 0, "ROW_SPLIT=2"},
+    {"ln bwd 16384: split, halves of 512 x 2 units", 0, 1, 4096, 16384, FROST_BF16, NULL, 512, 2, 0, 2, 1,
+     "ROW_SPLIT=2"},
+    {"rms bwd f32 8192: split", 1, 1, 4096, 8192, FROST_F32, NULL, 512, 2, 0, 2, 1, "ROW_SPLIT=2"},
+    {"tune: split=0 keeps backward rows whole", 1, 1, 4096, 16384, FROST_BF16, "split=0", 512, 4, 0, 2, 1,
+     "PARAMS_REG"},
+    {"tune: split=2,nv=2 forward: LN_MERGE halves stay whole", 0, 0, 4096, 16384, FROST_BF16, "split=2,nv=2", 512, 4,
+     0, 2, 1, "LN_MERGE"},
+    {"split: 12288 halves do not fill their groups", 0, 1, 1024, 12288, FROST_BF16, "split=2", 512, 3, 0, 2, 1,
+     "NV=3"},
 };
 #define NUM_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -151,13 +163,19 @@ static void run_case(int index, const plan_case *c)
                      c->persistent, k);
         if (c->key_has && !strstr(k, c->key_has))
             tu_failf("key %s lacks \"%s\"", k, c->key_has);
+        /* rows split over clusters: the backward's 512 x 4 rows by default, the forward's only
+         * when asked (split=2), nothing with split=0 */
+        if (strstr(k, "ROW_SPLIT") && ((!c->backward && !(c->tune && strstr(c->tune, "split=2"))) ||
+                                       (c->tune && strstr(c->tune, "split=0"))))
+            tu_failf("key %s splits its rows unasked", k);
         if (!c->tune && strstr(k, "L2_256"))
             tu_failf("key %s asks for 256-byte L2 fetches without FROST_NORM_TUNE", k);
         /* LayerNorm forward: one-barrier statistics exactly when a row fills its row group of
          * more than a warp (every warp holds as many columns), equal-count merges (LN_EQUAL)
          * for groups of up to 256 threads and per-warp merges (LN_MERGE) above; lnm= says
          * which (2 only for full rows) */
-        const int full = !plan.looped && plan.group > 32 && c->cols == (int64_t)plan.group * plan.nv * plan.vec;
+        const int full = !plan.looped && plan.group > 32 &&
+                         c->cols == (int64_t)plan.group * plan.nv * plan.vec * plan.row_split;
         const int lnm = c->tune && strstr(c->tune, "lnm=") ? atoi(strstr(c->tune, "lnm=") + 4)
                         : full                            ? (plan.group <= 256 ? 2 : 1)
                                                           : 0;
@@ -199,10 +217,12 @@ static void run_case(int index, const plan_case *c)
         if (!c->tune && !c->backward && strstr(k, "LN_EXACT"))
             tu_failf("key %s subtracts before the fma without FROST_NORM_TUNE lnfma=0", k);
         /* the backward's reduce: 32 slices of partial rows a block when both gradients' positions
-         * (lane order: nv * group * vec; column order when chunked) number up to 512, 16 up
+         * (lane order: nv * group * vec, times the blocks sharing a row; column order when
+         * chunked) number up to 512, 16 up
          * to 2048, else 8; REDUCE_SLICES in its key only when not 8 */
         if (c->backward) {
-            const int64_t positions = plan.looped ? c->cols : (int64_t)plan.nv * plan.group * plan.vec;
+            const int64_t positions =
+                plan.looped ? c->cols : (int64_t)plan.nv * plan.group * plan.vec * plan.row_split;
             if (plan.positions != positions)
                 tu_failf("partial-row positions %lld, expected %lld", (long long)plan.positions, (long long)positions);
             const int64_t n = positions * (c->rms ? 1 : 2);

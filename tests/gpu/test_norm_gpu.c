@@ -102,6 +102,12 @@ static const ncase table[] = {
      * without rows (on 132 SMs: 1601 rows as 201 blocks of 8 rows or fewer, 1297 as 163) */
     {"ln bf16 4096 bwd odd blocks in clusters", LN, BF16, 1601, 4096, 0, 0, 2, 2, 0, 0, 1, 1, 0, 0.5},
     {"rms f16 4096 bwd odd blocks in clusters", RMS, F16, 1297, 4096, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0},
+    /* rows that a cluster's two blocks share (FROST_NORM_TUNE split=2 on sm_90; else whole) */
+    {"ln bf16 16384 recomputed, rows spread (split)", LN, BF16, 133, 16384, 0, 0, 2, 2, 0, 0, 1, 0, 0, 1.0},
+    {"rms bf16 16384 misaligned (split fallback)", RMS, BF16, 37, 16384, 0, 0, 2, 0, 0, 0, 1, 1, 1, 0},
+    {"ln f32 8192 zero-centred (split)", LN, F32, 70, 8192, 0, 0, 1, 1, 1, 0, 1, 1, 0, 0.5},
+    {"rms bf16 16384 no scale, rows 1 (split)", RMS, BF16, 1, 16384, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0},
+    {"ln f16 16384 inference, gap 8 (split)", LN, F16, 90, 16384, 0, 8, 2, 2, 0, 1, 0, 0, 0, 0},
 };
 #undef F32
 #undef F16

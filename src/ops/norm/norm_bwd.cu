@@ -38,7 +38,8 @@
  *
  * Extra defines: ZERO_CENTERED, LOOPED, STAGES, BWD_CLUSTER (blocks a cluster: staged rows of
  * one row group a block store one partial row per cluster), DSCALE (produce d_scale partials), DBIAS,
- * PER_SAMPLE (scale read through scale_map).
+ * PER_SAMPLE (scale read through scale_map), ROW_SPLIT (rows shared by the blocks of a cluster,
+ * norm_kernel.cuh: each block stores its columns' sums into the cluster's partial row).
  */
 #include "norm_kernel.cuh"
 
@@ -86,10 +87,11 @@ FROST_DEVICE void bwd_stats(const norm_bwd_params *p, const uint32_t *x, int lan
 /* The rows [*start, *end) of this block (see norm_bwd_params). */
 FROST_DEVICE void bwd_block_rows(const norm_bwd_params *p, int64_t *start, int64_t *end)
 {
-    const int64_t segment = blockIdx.x / p->blocks_per_segment;
+    const int64_t b = norm_split_block();
+    const int64_t segment = b / p->blocks_per_segment;
     const int64_t seg_start = segment * p->rows_per_segment;
     const int64_t seg_end = seg_start + p->rows_per_segment < p->rows ? seg_start + p->rows_per_segment : p->rows;
-    const int64_t j = blockIdx.x % p->blocks_per_segment;
+    const int64_t j = b % p->blocks_per_segment;
     const int64_t n = p->rows_per_block + (j < p->rows_extra);
     *start = seg_start + j * p->rows_per_block + (j < p->rows_extra ? j : p->rows_extra);
     *end = *start + n < seg_end ? *start + n : seg_end;
@@ -196,7 +198,7 @@ FROST_DEVICE void bwd_store_partial(float *prow, const float *acc, int lane, int
 FROST_DEVICE float *bwd_partial_row(float *base, const norm_bwd_params *p)
 {
     const int group = threadIdx.x / GROUP;
-    return base ? base + ((int64_t)blockIdx.x * ROWS_PER_BLOCK + group) * p->partial_stride : 0;
+    return base ? base + (norm_split_block() * ROWS_PER_BLOCK + group) * p->partial_stride : 0;
 }
 
 /* Reduces the row group's dot products to mean(g) (LayerNorm; 0 for RMSNorm) and
@@ -615,13 +617,44 @@ FROST_DEVICE void bwd_rows_chunked(const norm_bwd_params *p, const int vec, cons
 }
 #endif
 
+#if NORM_RANKS > 1
+#if defined(BWD_CLUSTER) || defined(PER_SAMPLE) || defined(LOOPED) || VEC == 1
+#error "split rows (ROW_SPLIT) are whole vector rows of a shared scale, without BWD_CLUSTER"
+#endif
+
+/* This block's share of a split row (norm_kernel.cuh): its columns as a row of their own,
+ * its column sums at the same place in the logical block's partial rows (lane-order
+ * positions of a half are the columns of a half: the halves fill their row groups); inv_cols
+ * stays that of the whole row. */
+FROST_DEVICE norm_bwd_params bwd_split_share(const norm_bwd_params *p)
+{
+    norm_bwd_params q = *p;
+    q.cols = p->cols / NORM_RANKS;
+    const int64_t c0 = (int64_t)norm_split_rank() * q.cols;
+    q.x = (const frost_io *)p->x + c0;
+    q.dy = (const frost_io *)p->dy + c0;
+    q.dx = (frost_io *)p->dx + c0;
+#if SCALE_DT != FROST_DT_NONE
+    q.scale = (const char *)p->scale + c0 * (SCALE_DT == FROST_DT_F32 ? 4 : 2);
+#endif
+    q.partial_scale = p->partial_scale ? p->partial_scale + c0 : 0;
+    q.partial_bias = p->partial_bias ? p->partial_bias + c0 : 0;
+    return q;
+}
+#endif
+
 #if !defined(BWD_CLUSTER_DIMS)
 #define BWD_CLUSTER_DIMS
 #endif
 
-extern "C" __global__ void BWD_CLUSTER_DIMS __launch_bounds__(BLOCK, MIN_BLOCKS)
-    norm_bwd_kernel(const __grid_constant__ norm_bwd_params p)
+extern "C" __global__ void BWD_CLUSTER_DIMS NORM_SPLIT_DIMS __launch_bounds__(BLOCK, MIN_BLOCKS)
+    norm_bwd_kernel(const __grid_constant__ norm_bwd_params params)
 {
+#if NORM_RANKS > 1
+    const norm_bwd_params p = bwd_split_share(&params); /* NORM_RED then meets the cluster */
+#else
+    const norm_bwd_params &p = params;
+#endif
     /* Every block lets the reduce kernel (launched early, norm_cuda.c) be scheduled from its
      * start: once the last block of this grid has started, the reduce's blocks take the SMs'
      * spare registers and wait there for this grid to finish, so their launch overlaps this

@@ -47,7 +47,8 @@ static frost_status norm_select(const frost_context *ctx, const frost__graph *g,
     frost__norm_plan *plan = malloc(sizeof *plan);
     if (!plan)
         return frost__fail(FROST_OUT_OF_MEMORY, "cuda norm: no memory for a plan");
-    frost_status s = frost__norm_cuda_config(p, plan, why);
+    frost_status s = dev->cc_major >= 9 ? frost__norm_cuda_config(p, plan, why)
+                                        : frost__norm_cuda_config_unsplit(p, plan, why);
     if (s != FROST_OK) {
         free(plan);
         return s;
@@ -96,8 +97,11 @@ static frost_status norm_build(const frost_context *ctx, const frost__node *n, v
     plan->blocks_per_sm = blocks_per_sm(dev, plan->kernel, plan->block, plan->ring_bytes);
     if (plan->blocks_per_sm > plan->max_bps) /* the configuration's cap (norm_cuda_config.c) */
         plan->blocks_per_sm = plan->max_bps;
-    const int64_t groups = plan->rows_per_block_groups;
-    const int64_t resident = (int64_t)dev->sm_count * plan->blocks_per_sm;
+    /* Grids are counted in logical blocks: clusters of plan->row_split blocks sharing their
+     * rows (norm_kernel.cuh), else blocks; the launch has row_split times as many. */
+    const int64_t groups = plan->rows_per_block_groups, split = plan->row_split > 1 ? plan->row_split : 1;
+    const int64_t sms = dev->sm_count / split;
+    const int64_t resident = sms * plan->blocks_per_sm;
     int64_t grid = frost__norm_ceil_div(p->rows, groups);
     if (grid > resident && plan->persistent) {
         grid = resident;
@@ -111,14 +115,14 @@ static frost_status norm_build(const frost_context *ctx, const frost__node *n, v
     }
     if (!plan->persistent && plan->trips > 1) /* a one-pass grid of blocks of `trips` row trips */
         grid = frost__norm_ceil_div(grid, plan->trips);
-    if (grid > (1 << 30)) /* the kernels stride over rows: any grid covers them */
-        grid = 1 << 30;
+    if (grid > (1 << 30) / split) /* the kernels stride over rows: any grid covers them */
+        grid = (1 << 30) / split;
     if (plan->backward) {
         /* Keep the partial buffer small next to the tensors: each row group should
          * see at least 8 rows, unless that would leave SMs idle. */
         int64_t cap = frost__norm_ceil_div(p->rows, groups * frost__norm_tune("minrows", 8));
-        if (cap < dev->sm_count)
-            cap = dev->sm_count;
+        if (cap < sms)
+            cap = sms;
         if (grid > cap)
             grid = cap;
         if (grid < 1)
@@ -147,7 +151,7 @@ static frost_status norm_build(const frost_context *ctx, const frost__node *n, v
         plan->partial_bytes =
             ((size_t)(grid * groups) * (size_t)plan->partial_stride * sizeof(float) + 255) / 256 * 256;
     }
-    plan->grid = (unsigned)grid;
+    plan->grid = (unsigned)(grid * split);
     return FROST_OK;
 }
 
@@ -209,7 +213,8 @@ static int64_t partials_per_segment(const frost__norm_plan *plan, int lane_order
 /* Partial rows of the whole grid (its segments' in turn). */
 static int64_t partial_rows(const frost__norm_plan *plan, int lane_order)
 {
-    return plan->grid / plan->blocks_per_segment * partials_per_segment(plan, lane_order);
+    const int64_t split = plan->row_split > 1 ? plan->row_split : 1;
+    return plan->grid / split / plan->blocks_per_segment * partials_per_segment(plan, lane_order);
 }
 
 static frost_status fwd_execute(const frost_context *ctx, const frost__node *n, const void *plan_ptr, void *const *ptrs,
@@ -346,6 +351,9 @@ static void norm_describe_plan(const void *plan_ptr, frost__buf *out)
                       plan->looped ? " per chunk, looped over the row" : ", row in registers", plan->blocks_per_sm);
     if (plan->trips > 1)
         frost__buf_printf(out, "; %d rows a row group", plan->trips);
+    if (plan->row_split > 1)
+        frost__buf_printf(out, "; every row split over a cluster of %d blocks, %d columns a block", plan->row_split,
+                          plan->nv * plan->group * plan->vec);
     if (plan->stages)
         frost__buf_printf(out, "; %d-stage cp.async row ring, %zu bytes of shared memory", plan->stages,
                           plan->ring_bytes);

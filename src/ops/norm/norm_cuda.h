@@ -65,7 +65,9 @@ typedef struct frost__norm_plan {
     int reduce_early;   /* the reduce is a programmatic dependent launch (runtime.h) */
     int cluster_key;    /* backward: BWD_CLUSTER of the key (0: none) */
     int64_t positions;  /* backward: a partial row's positions from register-resident rows
-                           (lane order, NV * GROUP * VEC); cols for chunked keys */
+                           (lane order, ROW_SPLIT * NV * GROUP * VEC); cols for chunked keys */
+    int row_split;      /* blocks (a cluster, sm_90) sharing each row: key define ROW_SPLIT, or 1 */
+    int ln_merge;       /* forward: key define LN_MERGE */
     frost__kernel *kernel, *reduce;
     /* set by build */
     int blocks_per_sm;
@@ -79,8 +81,10 @@ typedef struct frost__norm_plan {
 } frost__norm_plan;
 
 /* Support and the whole configuration of p (device-independent), or
- * NOT_SUPPORTED with the constraint in why (norm_cuda_config.c). */
+ * NOT_SUPPORTED with the constraint in why (norm_cuda_config.c).  Plans with row_split > 1
+ * run clusters (sm_90); _unsplit never picks them (older devices). */
 frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_plan *plan, frost__buf *why);
+frost_status frost__norm_cuda_config_unsplit(const frost__norm_problem *p, frost__norm_plan *plan, frost__buf *why);
 
 /* The backward's split of a segment of seg_rows rows between at most `slots` blocks:
  * *blocks blocks of *per_block rows, the first *extra of them one more.  The ceil split

@@ -95,7 +95,8 @@ static const tile_rule tile_rules[2][3] = {
  * threads a block, a power of two of whole row groups), preg (forward: 0 loads scale and bias
  * once a row instead of keeping a thread's units in registers, PARAMS_REG in norm_fwd.cu), pf (forward: 0 drops the register
  * prefetch of the next row, NO_PREFETCH), bpreg (backward: 0 loads the scale twice a row
- * instead of holding a thread's units in registers). */
+ * instead of holding a thread's units in registers), split (2: rows of 512 threads x 4 units
+ * split over clusters of two blocks, ROW_SPLIT, forward too; 0: never; split_rows below). */
 int frost__norm_tune(const char *name, int dflt)
 {
     const char *env = getenv("FROST_NORM_TUNE");
@@ -256,8 +257,50 @@ static int rows_allow_vectors(const frost__norm_problem *p, int unit_elems)
     return 1;
 }
 
+static frost_status config_plan(const frost__norm_problem *p, int allow_split, frost__norm_plan *plan,
+                                frost__buf *why);
+
+/* Rows split over a cluster of two blocks (ROW_SPLIT, norm_kernel.cuh; sm_90): the backward's
+ * widest rows kept in registers (512 threads x 4 units: 16384 bf16 or 8192 f32 columns) run
+ * as two halves, each configured as the row half as wide would be, when the halves fill
+ * their row groups exactly.  The cluster's blocks then take 31 or 32 half rows each where
+ * whole rows gave 128 of 132 SMs 32 rows and 4 none (4096 rows).  H200, 2026-12-04 17:48 UTC
+ * (docs/PERF.md): backward 1.01-1.08x (RMSNorm 4096 x 16384 3380 -> 3577 GB/s); the forward
+ * ran 0.82-0.93x, its rows being shorter-lived next to the exchange, so it stays whole
+ * (FROST_NORM_TUNE split=2 splits it too, split=0 neither). */
+static void split_rows(const frost__norm_problem *p, frost__norm_plan *plan)
+{
+    if (plan->looped || plan->vec == 1 || p->per_sample_params || plan->group != 512 || plan->nv != 4 ||
+        p->cols % 2 != 0 || frost__norm_tune("split", p->backward ? 2 : 0) != 2)
+        return;
+    frost__norm_problem half = *p;
+    half.cols = p->cols / 2;
+    frost__norm_plan hp;
+    frost__buf scratch = {0};
+    const frost_status s = config_plan(&half, 0, &hp, &scratch);
+    frost__buf_free(&scratch);
+    if (s != FROST_OK || hp.looped || hp.vec != plan->vec || hp.cluster_key || hp.ln_merge ||
+        hp.block != hp.group || hp.group < 64 || hp.group > 512 || (int64_t)hp.group * hp.nv * hp.vec != half.cols)
+        return;
+    *plan = hp;
+    plan->row_split = 2;
+    plan->positions *= 2; /* the halves' lane-order positions, one after the other */
+    frost__key_define(&plan->key, "ROW_SPLIT", "%d", 2);
+}
+
 /* Decides support and the whole configuration of a problem (device-independent). */
 frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_plan *plan, frost__buf *why)
+{
+    return config_plan(p, 1, plan, why);
+}
+
+frost_status frost__norm_cuda_config_unsplit(const frost__norm_problem *p, frost__norm_plan *plan, frost__buf *why)
+{
+    return config_plan(p, 0, plan, why);
+}
+
+static frost_status config_plan(const frost__norm_problem *p, int allow_split, frost__norm_plan *plan,
+                                frost__buf *why)
 {
     frost_status s = check_layouts(p, why);
     if (s != FROST_OK)
@@ -412,8 +455,10 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
     const int lnm = frost__norm_tune("lnm", full_rows ? (plan->group <= 256 ? 2 : 1) : 0);
     if (!p->backward && p->kind == FROST__NORM_LAYER && lnm == 2 && full_rows)
         frost__key_define(k, "LN_EQUAL", NULL);
-    else if (!p->backward && p->kind == FROST__NORM_LAYER && lnm)
+    else if (!p->backward && p->kind == FROST__NORM_LAYER && lnm) {
         frost__key_define(k, "LN_MERGE", NULL);
+        plan->ln_merge = 1;
+    }
     /* LayerNorm's wide rows (512 threads x 4 units, 16384 bf16 columns) sum a thread's 32
      * elements in four accumulators: 1.05x in sweep 26 (2026-12-03), 0.95-1.01x elsewhere. */
     if (!p->backward && frost__norm_tune("ilp", wide && p->kind == FROST__NORM_LAYER))
@@ -458,6 +503,9 @@ frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_p
             plan->reduce_threads = 32 * slices;
         }
     }
+    plan->row_split = 1;
+    if (allow_split)
+        split_rows(p, plan);
     return FROST_OK;
 }
 

@@ -31,7 +31,8 @@
  * for coverage, not speed.
  *
  * Extra defines: ZERO_CENTERED (w_eff = 1 + w), LOOPED, STAGES (ring depth, vector keys),
- * PER_SAMPLE (parameter rows per row of X).
+ * PER_SAMPLE (parameter rows per row of X), ROW_SPLIT (rows shared by the blocks of a
+ * cluster, norm_kernel.cuh; the mean and inv_std of a row are stored by rank 0).
  */
 #include "norm_kernel.cuh"
 
@@ -207,6 +208,10 @@ FROST_DEVICE void fwd_store_stats(const norm_fwd_params *p, int64_t row, float m
         p->inv_std[row * p->inv_std_stride] = rstd;
 }
 
+#if NORM_RANKS > 1 && (defined(LN_MERGE) || defined(PER_SAMPLE) || defined(LOOPED) || VEC == 1)
+#error "split rows (ROW_SPLIT) are whole vector rows of shared parameters; LayerNorm's take LN_EQUAL"
+#endif
+
 #if defined(KIND_LAYER) && defined(LN_MERGE) && GROUP > 32
 /* LayerNorm statistics of a register-resident row with one block barrier instead of two:
  * each warp takes the mean of its own valid columns and the sum of squares about that mean
@@ -285,18 +290,18 @@ FROST_DEVICE void fwd_layer_stats(const norm_fwd_params *p, const uint32_t *cur,
     for (int o = 1; o < (GROUP < 32 ? GROUP : 32); o <<= 1, c *= 2.0f)
         fwd_merge_equal(&m, &q, o, c);
 #if GROUP > 32
+    /* the warps' summaries (of every block of a split row: equal counts too), means first */
     float *buf = norm_red_next(red);
-    if ((threadIdx.x & 31) == 0) {
-        buf[2 * (threadIdx.x / 32)] = m;
-        buf[2 * (threadIdx.x / 32) + 1] = q;
-    }
-    __syncthreads();
-    /* lane l takes warp l % (GROUP / 32) of the row */
-    const float *mine = buf + 2 * ((threadIdx.x / GROUP) * (GROUP / 32) + (threadIdx.x & 31) % (GROUP / 32));
-    m = mine[0];
-    q = mine[1];
+    const int qs = NORM_TOTALS * (BLOCK / GROUP);
+    norm_publish(red, buf, 0, m);
+    norm_publish(red, buf, qs, q);
+    norm_publish_wait(red, 2);
+    /* lane l takes warp l % NORM_TOTALS of the row */
+    const int mine = (threadIdx.x / GROUP) * (GROUP / 32) + (threadIdx.x & 31) % NORM_TOTALS;
+    m = buf[mine];
+    q = buf[qs + mine];
 #pragma unroll
-    for (int o = 1; o < GROUP / 32; o <<= 1, c *= 2.0f)
+    for (int o = 1; o < NORM_TOTALS; o <<= 1, c *= 2.0f)
         fwd_merge_equal(&m, &q, o, c);
 #else
     (void)red;
@@ -328,7 +333,7 @@ FROST_DEVICE void fwd_process(const norm_fwd_params *p, const uint32_t *cur, int
     const float rstd = rsqrtf(s * p->inv_cols + p->epsilon);
 #endif
     if (row < p->rows) {
-        if (lane == 0)
+        if (lane == 0 && norm_split_rank() == 0)
             fwd_store_stats(p, row, mean, rstd);
         fwd_write_row(p, FWD_PREG && vec > 1 ? preg : 0, cur, row, lane, p->cols, 0, mean, rstd, vec, units);
     }
@@ -351,8 +356,8 @@ FROST_DEVICE void fwd_rows(const norm_fwd_params *p, const int vec)
     const int units = ELEMS / vec;
     const int group = threadIdx.x / GROUP, lane = threadIdx.x % GROUP;
     const frost_io *x = (const frost_io *)p->x;
-    const int64_t step = (int64_t)gridDim.x * ROWS_PER_BLOCK;
-    int64_t row = (int64_t)blockIdx.x * ROWS_PER_BLOCK + group;
+    const int64_t step = norm_split_blocks() * ROWS_PER_BLOCK;
+    int64_t row = norm_split_block() * ROWS_PER_BLOCK + group;
 
     uint32_t cur[ELEMS];
 #pragma unroll
@@ -400,8 +405,8 @@ FROST_DEVICE void fwd_rows_staged(const norm_fwd_params *p)
     NORM_RED(red);
     const int group = threadIdx.x / GROUP, lane = threadIdx.x % GROUP;
     const frost_io *x = (const frost_io *)p->x;
-    const int64_t step = (int64_t)gridDim.x * ROWS_PER_BLOCK;
-    int64_t row = (int64_t)blockIdx.x * ROWS_PER_BLOCK + group;
+    const int64_t step = norm_split_blocks() * ROWS_PER_BLOCK;
+    int64_t row = norm_split_block() * ROWS_PER_BLOCK + group;
 #pragma unroll
     for (int s = 0; s < STAGES - 1; s++) {
         const int64_t r = row + s * step;
@@ -440,8 +445,8 @@ FROST_DEVICE void fwd_rows_chunked(const norm_fwd_params *p, const int vec, cons
     NORM_RED(red);
     const int group = threadIdx.x / GROUP, lane = threadIdx.x % GROUP;
     const int chunk = GROUP * units * vec;
-    const int64_t step = (int64_t)gridDim.x * ROWS_PER_BLOCK;
-    int64_t row = (int64_t)blockIdx.x * ROWS_PER_BLOCK + group;
+    const int64_t step = norm_split_blocks() * ROWS_PER_BLOCK;
+    int64_t row = norm_split_block() * ROWS_PER_BLOCK + group;
     uint32_t raw[CHUNK_WORDS];
 
     for (int64_t first = row - group; first < p->rows; first += step, row += step) {
@@ -468,7 +473,7 @@ FROST_DEVICE void fwd_rows_chunked(const norm_fwd_params *p, const int vec, cons
 #endif
         if (!active)
             continue;
-        if (lane == 0)
+        if (lane == 0 && norm_split_rank() == 0)
             fwd_store_stats(p, row, mean, rstd);
         for (int c0 = 0; c0 < p->cols; c0 += chunk) {
             norm_load_row(raw, xrow + c0, lane, p->cols - c0, vec, units);
@@ -478,8 +483,34 @@ FROST_DEVICE void fwd_rows_chunked(const norm_fwd_params *p, const int vec, cons
 }
 #endif
 
-extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) norm_fwd_kernel(const __grid_constant__ norm_fwd_params p)
+#if NORM_RANKS > 1
+/* This block's share of a split row (norm_kernel.cuh): its columns as a row of their own;
+ * inv_cols stays that of the whole row. */
+FROST_DEVICE norm_fwd_params fwd_split_share(const norm_fwd_params *p)
 {
+    norm_fwd_params q = *p;
+    q.cols = p->cols / NORM_RANKS;
+    const int64_t c0 = (int64_t)norm_split_rank() * q.cols;
+    q.x = (const frost_io *)p->x + c0;
+    q.y = (frost_io *)p->y + c0;
+#if SCALE_DT != FROST_DT_NONE
+    q.scale = (const char *)p->scale + c0 * (SCALE_DT == FROST_DT_F32 ? 4 : 2);
+#endif
+#if BIAS_DT != FROST_DT_NONE
+    q.bias = (const char *)p->bias + c0 * (BIAS_DT == FROST_DT_F32 ? 4 : 2);
+#endif
+    return q;
+}
+#endif
+
+extern "C" __global__ void NORM_SPLIT_DIMS __launch_bounds__(BLOCK, MIN_BLOCKS)
+    norm_fwd_kernel(const __grid_constant__ norm_fwd_params params)
+{
+#if NORM_RANKS > 1
+    const norm_fwd_params p = fwd_split_share(&params); /* NORM_RED then meets the cluster */
+#else
+    const norm_fwd_params &p = params;
+#endif
 #if defined(LOOPED)
 #if VEC > 1
     if (p.vec_ok) {

@@ -34,10 +34,20 @@
  * parameter's outer dims (x [B, S, C], scale [B, 1, C]: div = S, count = B, stride = C).
  * Keys without PER_SAMPLE read one parameter row and ignore the maps.
  *
+ * Rows split over a cluster (ROW_SPLIT = 2, sm_90, one row group a block, vector keys whose
+ * rows fill the group exactly): the two blocks of a thread-block cluster share each row the
+ * cluster takes, block rank r holding columns [r * cols / 2, (r + 1) * cols / 2) in the
+ * layout above (the kernel sees its half as a row of cols / 2 columns).  The row-group sums
+ * reach over the cluster (norm_group_sum below), so the statistics and the dot products are
+ * those of the whole row, and the cluster is the unit that takes rows: logical block
+ * blockIdx.x / ROW_SPLIT of a grid of gridDim.x / ROW_SPLIT (norm_split_block).  A wide row
+ * then costs each block what a row half as wide costs, on twice the blocks: 4096 rows of
+ * 16384 columns give 132 SMs 31 or 32 half rows' worth each instead of 32 or none.
+ *
  * Defines every norm kernel key sets: DTYPE_F32|DTYPE_F16|DTYPE_BF16, KIND_LAYER|KIND_RMS,
  * VEC, NV, GROUP, BLOCK, SCALE_DT and BIAS_DT (FROST_DT_* codes, 0 = absent); STAGES > 1
  * (vector keys) streams rows through a shared-memory ring (see below); PER_SAMPLE; L2_256
- * (row loads ask L2 for the whole 256-byte block around each 16-byte load).
+ * (row loads ask L2 for the whole 256-byte block around each 16-byte load); ROW_SPLIT.
  */
 #ifndef FROST_NORM_KERNEL_CUH
 #define FROST_NORM_KERNEL_CUH
@@ -355,45 +365,154 @@ FROST_DEVICE void norm_store_unit(frost_io *row, int col, const float v[VEC], co
     }
 }
 
+/* ---- rows split over a cluster (ROW_SPLIT, see the top) ---- */
+#if defined(ROW_SPLIT) && ROW_SPLIT > 1
+#define NORM_RANKS ROW_SPLIT
+#if GROUP != BLOCK || GROUP < 64 || NORM_RANKS * BLOCK / 32 > 32 || (NORM_RANKS & (NORM_RANKS - 1)) != 0
+#error "ROW_SPLIT needs one row group a block of 64 to 32 * 32 / ROW_SPLIT threads, ROW_SPLIT a power of two"
+#endif
+#if __CUDA_ARCH__ >= 900
+#define NORM_SPLIT_DIMS __cluster_dims__(ROW_SPLIT, 1, 1)
+#else /* compiled for an older architecture the key traps (frost_cluster_*): never selected there */
+#define NORM_SPLIT_DIMS
+#endif
+#else
+#define NORM_RANKS 1
+#define NORM_SPLIT_DIMS
+#endif
+/* Warp totals a row-group reduction adds: the row group's warps, in every block of its row. */
+#define NORM_TOTALS (NORM_RANKS * (GROUP / 32))
+
+/* The logical block (the cluster with ROW_SPLIT, else the block) and the grid's count. */
+FROST_DEVICE int64_t norm_split_block(void)
+{
+    return (int64_t)(blockIdx.x / NORM_RANKS);
+}
+FROST_DEVICE int64_t norm_split_blocks(void)
+{
+    return (int64_t)(gridDim.x / NORM_RANKS);
+}
+/* This block's share of a split row: its rank, and the first of its columns. */
+FROST_DEVICE unsigned norm_split_rank(void)
+{
+#if NORM_RANKS > 1
+    return frost_cluster_rank();
+#else
+    return 0;
+#endif
+}
+
 /* Cross-warp scratch of the row-group reductions (GROUP > 32): two halves of NORM_RED_HALF
  * floats, used in turn.  One barrier per reduction suffices: reduction k writes half
  * k % 2, waits at its barrier, reads; reduction k + 2 writes the same half only after every
  * warp has passed reduction k + 1's barrier, which each reaches after its reads of k.
- * Every thread of the block must make the same sequence of reductions. */
-#define NORM_RED_HALF (3 * (BLOCK / 32)) /* up to three floats per warp (norm_fwd.cu's LN_MERGE) */
+ * Every thread of the block must make the same sequence of reductions.
+ *
+ * With ROW_SPLIT each warp stores its totals into every block of the cluster (at rank *
+ * warps + warp, st.async) and each block waits on an mbarrier of its own per half until all
+ * the row's totals have landed, then reads them from its own half.  The same argument
+ * holds over the cluster: a block stores reduction k + 2's totals only after it has every
+ * total of k + 1, which each warp sends after its reads of k.  (A cluster barrier in their
+ * place ran 0.82-0.88x the whole rows: its release semantics make every thread wait, once a
+ * row, until its global stores of the row before are visible across the cluster.) */
+#define NORM_RED_HALF (3 * NORM_RANKS * (BLOCK / 32)) /* up to three floats per warp (LN_MERGE) */
 typedef struct norm_red {
     float *buf; /* shared, 2 * NORM_RED_HALF floats */
-    int half;
+    int half;   /* ROW_SPLIT: the half of the current reduction; else of the next */
+#if NORM_RANKS > 1
+    uint64_t *bar; /* shared, an mbarrier per half */
+    unsigned n;    /* reductions begun */
+#endif
 } norm_red;
+
+#if NORM_RANKS > 1
+/* Every thread calls it once, before any reduction: thread 0 sets up the mbarriers (one
+ * arrival a phase: its own, which also expects the phase's bytes), and the cluster barrier
+ * makes sure every block of the cluster has, before anyone stores into another. */
+FROST_DEVICE void norm_red_init(norm_red *r)
+{
+    if (threadIdx.x == 0) {
+        frost_mbar_init(&r->bar[0], 1);
+        frost_mbar_init(&r->bar[1], 1);
+        frost_mbar_init_fence();
+    }
+    frost_cluster_sync();
+}
+#define NORM_RED(name)                                        \
+    __shared__ float name##_buf[2 * NORM_RED_HALF];           \
+    __shared__ uint64_t name##_bar[2];                        \
+    norm_red name##_r = {name##_buf, 0, name##_bar, 0u};      \
+    norm_red *name = &name##_r;                               \
+    norm_red_init(name)
+#else
 #define NORM_RED(name)                                     \
     __shared__ float name##_buf[2 * NORM_RED_HALF];        \
     norm_red name##_r = {name##_buf, 0};                   \
     norm_red *name = &name##_r
+#endif
 
 FROST_DEVICE float *norm_red_next(norm_red *r)
 {
+#if NORM_RANKS > 1
+    r->half = (int)(r->n++ & 1u);
+    return r->buf + r->half * NORM_RED_HALF;
+#else
     float *b = r->buf + r->half * NORM_RED_HALF;
     r->half ^= 1;
     return b;
+#endif
 }
 
 #if GROUP > 32
-/* The sum of the row group's GROUP / 32 warp totals at `mine` (shared): lane l loads total
- * l % (GROUP / 32) and the lanes add in a butterfly, one load and log2(GROUP / 32) shuffles
+/* The sum of the row group's NORM_TOTALS warp totals at `mine` (shared): lane l loads total
+ * l % NORM_TOTALS and the lanes add in a butterfly, one load and log2(NORM_TOTALS) shuffles
  * a thread instead of a load and an add per warp.  Every lane ends with the same bits (each
- * step adds the same two values in either order). */
+ * step adds the same two values in either order), in every block of a split row. */
 FROST_DEVICE float norm_warps_sum(const float *mine)
 {
-    float s = mine[(threadIdx.x & 31) % (GROUP / 32)];
+    float s = mine[(threadIdx.x & 31) % NORM_TOTALS];
 #pragma unroll
-    for (int o = GROUP / 64; o > 0; o >>= 1)
+    for (int o = NORM_TOTALS / 2; o > 0; o >>= 1)
         s += __shfl_xor_sync(0xffffffffu, s, o);
     return s;
+}
+
+/* Publishes this warp's total v as entry `at` (plus the warp's place) of the current
+ * reduction's buffer `red` (norm_red_next): lane 0 stores it, into every block of the
+ * cluster with ROW_SPLIT. */
+FROST_DEVICE void norm_publish(norm_red *r, float *red, int at, float v)
+{
+#if NORM_RANKS > 1
+    if ((threadIdx.x & 31) == 0) {
+        const int slot = at + (int)frost_cluster_rank() * (BLOCK / 32) + threadIdx.x / 32;
+#pragma unroll
+        for (unsigned q = 0; q < NORM_RANKS; q++)
+            frost_st_async_f32(red + slot, &r->bar[r->half], q, v);
+    }
+#else
+    (void)r;
+    if ((threadIdx.x & 31) == 0)
+        red[at + threadIdx.x / 32] = v;
+#endif
+}
+
+/* Waits until every warp of the row group has published its `values` totals of the current
+ * reduction: a block barrier, or with ROW_SPLIT this block's mbarrier of the half. */
+FROST_DEVICE void norm_publish_wait(norm_red *r, int values)
+{
+#if NORM_RANKS > 1
+    if (threadIdx.x == 0)
+        frost_mbar_expect(&r->bar[r->half], (unsigned)(values * NORM_TOTALS * 4));
+    frost_mbar_wait(&r->bar[r->half], ((r->n - 1u) >> 1) & 1u);
+#else
+    (void)r, (void)values;
+    __syncthreads();
+#endif
 }
 #endif
 
 /* Sum over the row group; every thread of the block calls it (it may synchronize the
- * block).  Fixed order: deterministic. */
+ * block, or with ROW_SPLIT the cluster).  Fixed order: deterministic. */
 FROST_DEVICE float norm_group_sum(float v, norm_red *r)
 {
 #if GROUP <= 32
@@ -401,10 +520,8 @@ FROST_DEVICE float norm_group_sum(float v, norm_red *r)
     return frost_group_sum(v, GROUP);
 #else
     float *red = norm_red_next(r);
-    v = frost_warp_sum(v);
-    if ((threadIdx.x & 31) == 0)
-        red[threadIdx.x / 32] = v;
-    __syncthreads();
+    norm_publish(r, red, 0, frost_warp_sum(v));
+    norm_publish_wait(r, 1);
     return norm_warps_sum(red + (threadIdx.x / GROUP) * (GROUP / 32));
 #endif
 }
@@ -418,15 +535,13 @@ FROST_DEVICE void norm_group_sum2(float *a, float *b, norm_red *r)
     *b = frost_group_sum(*b, GROUP);
 #else
     float *red = norm_red_next(r);
-    float va = frost_warp_sum(*a), vb = frost_warp_sum(*b);
-    if ((threadIdx.x & 31) == 0) {
-        red[threadIdx.x / 32] = va;
-        red[BLOCK / 32 + threadIdx.x / 32] = vb;
-    }
-    __syncthreads();
+    const float va = frost_warp_sum(*a), vb = frost_warp_sum(*b);
+    norm_publish(r, red, 0, va);
+    norm_publish(r, red, NORM_TOTALS * (BLOCK / GROUP), vb);
+    norm_publish_wait(r, 2);
     const int first = (threadIdx.x / GROUP) * (GROUP / 32);
     *a = norm_warps_sum(red + first);
-    *b = norm_warps_sum(red + BLOCK / 32 + first);
+    *b = norm_warps_sum(red + NORM_TOTALS * (BLOCK / GROUP) + first);
 #endif
 }
 
