@@ -331,6 +331,7 @@ FROST_DEVICE void bwd_rows(const norm_bwd_params *p, const int vec)
 #endif
 
 #if !defined(LOOPED) && defined(STAGES) && STAGES > 1 && VEC > 1
+#if NORM_RANKS == 1
 /* bwd_process for a row waiting in ring slot `stage`: the thread reads its units from the
  * ring once for the statistics and dot products and again, after the reduction, for dx,
  * so x and dy do not occupy registers across the barrier (rows up to NV = 4 units a
@@ -368,6 +369,8 @@ FROST_DEVICE void bwd_process_staged(const norm_bwd_params *p, const norm_cell *
                      mgx, VEC, NV, acc_w, acc_b);
     }
 }
+
+#endif /* NORM_RANKS == 1 */
 
 #if defined(BWD_CLUSTER) && ROWS_PER_BLOCK == 1 && __CUDA_ARCH__ >= 900
 /* Staged rows in thread-block clusters of BWD_CLUSTER blocks (sm_90; compiled for an older
@@ -454,6 +457,7 @@ FROST_DEVICE void bwd_store_block_partials(const norm_bwd_params *p, float *sm, 
 }
 #endif
 
+#if NORM_RANKS == 1
 /* Staged rows: as bwd_rows on the vector path, but the next STAGES - 1 rows of x and dy of
  * each group wait in the shared-memory ring (norm_kernel.cuh); the saved statistics of
  * the next row are prefetched into two registers. */
@@ -513,6 +517,115 @@ FROST_DEVICE void bwd_rows_staged(const norm_bwd_params *p)
 #else
     bwd_store_partials(p, acc_w, acc_b, lane, VEC, NV);
 #endif
+}
+#endif /* NORM_RANKS == 1 */
+#endif
+
+#if NORM_RANKS > 1 && !defined(LOOPED) && defined(STAGES) && STAGES > 1 && VEC > 1
+#if STAGES < 3
+#error "split backward rows keep a row in the ring while the next one starts: STAGES >= 3"
+#endif
+/* Waits until at most STAGES - 2 of this thread's committed ring groups are in flight. */
+FROST_DEVICE void bwd_cp_async_wait_split(void)
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(STAGES - 2) : "memory");
+}
+
+/* Staged rows of a split row (ROW_SPLIT, one row group a block): as bwd_rows_staged, but a
+ * row's dot products go out to the cluster (norm_group_sum2_begin) and its dx waits for
+ * them only after the next row's dot products are out, so that the exchange between the
+ * blocks overlaps a row's work instead of stalling the block.  The ring holds the row
+ * finishing, the row starting and the rows loading: row r sits in slot (r - start) %
+ * STAGES, refilled with row r + STAGES once r's dx is written. */
+FROST_DEVICE void bwd_rows_split(const norm_bwd_params *p)
+{
+    extern __shared__ norm_cell ring[];
+    NORM_RED(red);
+    const int lane = threadIdx.x;
+    const frost_io *xs = (const frost_io *)p->x, *dys = (const frost_io *)p->dy;
+    int64_t start, end;
+    bwd_block_rows(p, &start, &end);
+    float acc_w[ELEMS], acc_b[ELEMS];
+#pragma unroll
+    for (int i = 0; i < ELEMS; i++)
+        acc_w[i] = acc_b[i] = 0.0f;
+#pragma unroll
+    for (int s = 0; s < STAGES; s++) {
+        const int64_t r = start + s;
+        const bool ok = r < end;
+        norm_stage_row(ring, s, 0, 2, xs + (ok ? r : 0) * p->x_row_stride, lane, p->cols, ok);
+        norm_stage_row(ring, s, 1, 2, dys + (ok ? r : 0) * p->dy_row_stride, lane, p->cols, ok);
+        norm_cp_async_commit();
+    }
+    float mean_s = 0.0f, rstd_s = 1.0f;
+    if (start < end)
+        bwd_load_stats(p, start, &mean_s, &rstd_s);
+#if defined(BWD_HELD)
+    uint32_t held[BWD_HELD_WORDS];
+    norm_held_load(held, p->scale, lane, p->cols, SCALE_DT);
+#endif
+    /* the row waiting for its sums: its slot, statistics and reduction */
+    int prev_stage = 0;
+    float prev_mean = 0.0f, prev_rstd = 1.0f;
+    unsigned prev_h = 0;
+    int stage = 0;
+    for (int64_t row = start; row <= end && start < end; row++) {
+        const uint32_t *hw = 0;
+#if defined(BWD_HELD)
+        uint32_t pinned[BWD_HELD_WORDS];
+#pragma unroll
+        for (int t = 0; t < BWD_HELD_WORDS; t++)
+            pinned[t] = held[t];
+        norm_held_pin(pinned, BWD_HELD_WORDS);
+        hw = pinned;
+#endif
+        float mean = 0.0f, rstd = 1.0f;
+        unsigned h = 0;
+        if (row < end) {
+            float nmean = 0.0f, nrstd = 1.0f;
+            if (row + 1 < end)
+                bwd_load_stats(p, row + 1, &nmean, &nrstd);
+            bwd_cp_async_wait_split();
+            uint32_t x[ELEMS], dy[ELEMS];
+            norm_unstage_row(x, ring, stage, 0, 2);
+            norm_unstage_row(dy, ring, stage, 1, 2);
+            bwd_stats(p, x, lane, p->cols, mean_s, rstd_s, red, VEC, NV, &mean, &rstd);
+            float sg = 0.0f, sgx = 0.0f;
+            bwd_partial_dots(p->scale, hw, x, dy, lane, p->cols, 0, mean, rstd, VEC, NV, &sg, &sgx);
+            h = norm_group_sum2_begin(sg, sgx, red);
+            mean_s = nmean;
+            rstd_s = nrstd;
+        }
+        if (row > start) {
+            const int64_t prev = row - 1;
+            float sg, sgx;
+            norm_group_sum2_end(red, prev_h, &sg, &sgx);
+#if defined(KIND_LAYER)
+            const float mg = sg * p->inv_cols;
+#else
+            const float mg = 0.0f;
+#endif
+            const float mgx = sgx * p->inv_cols;
+            uint32_t x[ELEMS], dy[ELEMS];
+            norm_unstage_row(x, ring, prev_stage, 0, 2);
+            norm_unstage_row(dy, ring, prev_stage, 1, 2);
+            bwd_write_dx(p->scale, hw, x, dy, (frost_io *)p->dx + prev * p->dx_row_stride, lane, p->cols, 0,
+                         prev_mean, prev_rstd, mg, mgx, VEC, NV, acc_w, acc_b);
+            /* every thread reads only its own cells: its slot is free for row prev + STAGES */
+            const int64_t ahead = prev + STAGES;
+            const bool ok = ahead < end;
+            norm_stage_row(ring, prev_stage, 0, 2, xs + (ok ? ahead : 0) * p->x_row_stride, lane, p->cols, ok);
+            norm_stage_row(ring, prev_stage, 1, 2, dys + (ok ? ahead : 0) * p->dy_row_stride, lane, p->cols, ok);
+            norm_cp_async_commit();
+        }
+        prev_stage = stage;
+        prev_mean = mean;
+        prev_rstd = rstd;
+        prev_h = h;
+        stage = stage + 1 == STAGES ? 0 : stage + 1;
+    }
+    norm_cp_async_drain();
+    bwd_store_partials(p, acc_w, acc_b, lane, VEC, NV);
 }
 #endif
 
@@ -670,7 +783,9 @@ extern "C" __global__ void BWD_CLUSTER_DIMS NORM_SPLIT_DIMS __launch_bounds__(BL
     bwd_rows_chunked(&p, 1, ELEMS);
 #elif VEC > 1
     if (p.vec_ok) {
-#if defined(STAGES) && STAGES > 1
+#if NORM_RANKS > 1 && defined(STAGES) && STAGES > 1
+        bwd_rows_split(&p);
+#elif defined(STAGES) && STAGES > 1
         bwd_rows_staged(&p);
 #else
         bwd_rows(&p, VEC);

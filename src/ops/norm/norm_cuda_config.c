@@ -257,7 +257,10 @@ static int rows_allow_vectors(const frost__norm_problem *p, int unit_elems)
     return 1;
 }
 
-static frost_status config_plan(const frost__norm_problem *p, int allow_split, frost__norm_plan *plan,
+/* What config_plan may make of a problem: whole rows or split ones, whole rows only, or the
+ * half of a split row. */
+enum { ROWS_ANY, ROWS_WHOLE, ROWS_HALF };
+static frost_status config_plan(const frost__norm_problem *p, int rows_mode, frost__norm_plan *plan,
                                 frost__buf *why);
 
 /* Rows split over a cluster of two blocks (ROW_SPLIT, norm_kernel.cuh; sm_90): the backward's
@@ -277,10 +280,11 @@ static void split_rows(const frost__norm_problem *p, frost__norm_plan *plan)
     half.cols = p->cols / 2;
     frost__norm_plan hp;
     frost__buf scratch = {0};
-    const frost_status s = config_plan(&half, 0, &hp, &scratch);
+    const frost_status s = config_plan(&half, ROWS_HALF, &hp, &scratch);
     frost__buf_free(&scratch);
     if (s != FROST_OK || hp.looped || hp.vec != plan->vec || hp.cluster_key || hp.ln_merge ||
-        hp.block != hp.group || hp.group < 64 || hp.group > 512 || (int64_t)hp.group * hp.nv * hp.vec != half.cols)
+        hp.block != hp.group || hp.group < 64 || hp.group > 512 || (int64_t)hp.group * hp.nv * hp.vec != half.cols ||
+        (p->backward && hp.stages < 3))
         return;
     *plan = hp;
     plan->row_split = 2;
@@ -291,15 +295,15 @@ static void split_rows(const frost__norm_problem *p, frost__norm_plan *plan)
 /* Decides support and the whole configuration of a problem (device-independent). */
 frost_status frost__norm_cuda_config(const frost__norm_problem *p, frost__norm_plan *plan, frost__buf *why)
 {
-    return config_plan(p, 1, plan, why);
+    return config_plan(p, ROWS_ANY, plan, why);
 }
 
 frost_status frost__norm_cuda_config_unsplit(const frost__norm_problem *p, frost__norm_plan *plan, frost__buf *why)
 {
-    return config_plan(p, 0, plan, why);
+    return config_plan(p, ROWS_WHOLE, plan, why);
 }
 
-static frost_status config_plan(const frost__norm_problem *p, int allow_split, frost__norm_plan *plan,
+static frost_status config_plan(const frost__norm_problem *p, int rows_mode, frost__norm_plan *plan,
                                 frost__buf *why)
 {
     frost_status s = check_layouts(p, why);
@@ -394,7 +398,9 @@ static frost_status config_plan(const frost__norm_problem *p, int allow_split, f
         return s;
     if (vector && !plan->looped) {
         const size_t slot = (size_t)(p->backward ? 2 : 1) * (size_t)plan->nv * (size_t)plan->block * 16;
-        plan->stages = frost__norm_tune("stages", rule->stages);
+        /* the backward's split halves keep a row in the ring past the next one's dot products
+         * (bwd_rows_split, norm_bwd.cu): a third stage */
+        plan->stages = frost__norm_tune("stages", rows_mode == ROWS_HALF && p->backward ? 3 : rule->stages);
         while (plan->stages > 1 && (size_t)plan->stages * slot > RING_MAX_BYTES)
             plan->stages--;
         if (plan->stages < 2 && frost__norm_tune("stages", -1) != 0)
@@ -504,7 +510,7 @@ static frost_status config_plan(const frost__norm_problem *p, int allow_split, f
         }
     }
     plan->row_split = 1;
-    if (allow_split)
+    if (rows_mode == ROWS_ANY)
         split_rows(p, plan);
     return FROST_OK;
 }

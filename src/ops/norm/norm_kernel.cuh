@@ -402,26 +402,36 @@ FROST_DEVICE unsigned norm_split_rank(void)
 #endif
 }
 
-/* Cross-warp scratch of the row-group reductions (GROUP > 32): two halves of NORM_RED_HALF
- * floats, used in turn.  One barrier per reduction suffices: reduction k writes half
- * k % 2, waits at its barrier, reads; reduction k + 2 writes the same half only after every
- * warp has passed reduction k + 1's barrier, which each reaches after its reads of k.
- * Every thread of the block must make the same sequence of reductions.
+/* Cross-warp scratch of the row-group reductions (GROUP > 32): NORM_RED_BUFS buffers of
+ * NORM_RED_HALF floats, used in turn.  Two buffers and one barrier per reduction suffice:
+ * reduction k writes buffer k % 2, waits at its barrier, reads; reduction k + 2 writes the
+ * same buffer only after every warp has passed reduction k + 1's barrier, which each
+ * reaches after its reads of k.  Every thread of the block must make the same sequence of
+ * reductions.
  *
  * With ROW_SPLIT each warp stores its totals into every block of the cluster (at rank *
- * warps + warp, st.async) and each block waits on an mbarrier of its own per half until all
- * the row's totals have landed, then reads them from its own half.  The same argument
- * holds over the cluster: a block stores reduction k + 2's totals only after it has every
- * total of k + 1, which each warp sends after its reads of k.  (A cluster barrier in their
- * place ran 0.82-0.88x the whole rows: its release semantics make every thread wait, once a
- * row, until its global stores of the row before are visible across the cluster.) */
+ * warps + warp, st.async) and each block waits on an mbarrier of its own per buffer until
+ * all the row's totals have landed, then reads them from its own buffer.  (A cluster
+ * barrier in their place ran 0.82-0.88x the whole rows: its release semantics make every
+ * thread wait, once a row, until its global stores of the row before are visible across
+ * the cluster.)  One reduction at a time may stay open (norm_group_sum2_begin / _end) while
+ * later ones begin and end, so a block that begins reduction k has read every reduction up
+ * to k - 2.  Its partners' totals of k land in this block only after they have all of k - 2,
+ * among them this block's, which it published having read every reduction up to k - 4.  So
+ * with four buffers, and mbarriers whose phases alternate per buffer, nothing lands in a
+ * buffer still being read or on an mbarrier still in an earlier phase. */
+#if NORM_RANKS > 1
+#define NORM_RED_BUFS 4
+#else
+#define NORM_RED_BUFS 2
+#endif
 #define NORM_RED_HALF (3 * NORM_RANKS * (BLOCK / 32)) /* up to three floats per warp (LN_MERGE) */
 typedef struct norm_red {
-    float *buf; /* shared, 2 * NORM_RED_HALF floats */
-    int half;   /* ROW_SPLIT: the half of the current reduction; else of the next */
+    float *buf; /* shared, NORM_RED_BUFS * NORM_RED_HALF floats */
+    int half;   /* without ROW_SPLIT: the buffer of the next reduction */
 #if NORM_RANKS > 1
-    uint64_t *bar; /* shared, an mbarrier per half */
-    unsigned n;    /* reductions begun */
+    uint64_t *bar; /* shared, an mbarrier per buffer */
+    unsigned n;    /* reductions begun; the current one is n - 1 */
 #endif
 } norm_red;
 
@@ -432,30 +442,41 @@ typedef struct norm_red {
 FROST_DEVICE void norm_red_init(norm_red *r)
 {
     if (threadIdx.x == 0) {
-        frost_mbar_init(&r->bar[0], 1);
-        frost_mbar_init(&r->bar[1], 1);
+#pragma unroll
+        for (int b = 0; b < NORM_RED_BUFS; b++)
+            frost_mbar_init(&r->bar[b], 1);
         frost_mbar_init_fence();
     }
     frost_cluster_sync();
 }
 #define NORM_RED(name)                                        \
-    __shared__ float name##_buf[2 * NORM_RED_HALF];           \
-    __shared__ uint64_t name##_bar[2];                        \
+    __shared__ float name##_buf[NORM_RED_BUFS * NORM_RED_HALF]; \
+    __shared__ uint64_t name##_bar[NORM_RED_BUFS];            \
     norm_red name##_r = {name##_buf, 0, name##_bar, 0u};      \
     norm_red *name = &name##_r;                               \
     norm_red_init(name)
+
+/* Reduction h's buffer and mbarrier. */
+FROST_DEVICE float *norm_red_buf(const norm_red *r, unsigned h)
+{
+    return r->buf + (h % NORM_RED_BUFS) * NORM_RED_HALF;
+}
+FROST_DEVICE uint64_t *norm_red_bar(const norm_red *r, unsigned h)
+{
+    return &r->bar[h % NORM_RED_BUFS];
+}
 #else
 #define NORM_RED(name)                                     \
-    __shared__ float name##_buf[2 * NORM_RED_HALF];        \
+    __shared__ float name##_buf[NORM_RED_BUFS * NORM_RED_HALF]; \
     norm_red name##_r = {name##_buf, 0};                   \
     norm_red *name = &name##_r
 #endif
 
+/* Begins a reduction: its buffer. */
 FROST_DEVICE float *norm_red_next(norm_red *r)
 {
 #if NORM_RANKS > 1
-    r->half = (int)(r->n++ & 1u);
-    return r->buf + r->half * NORM_RED_HALF;
+    return norm_red_buf(r, r->n++);
 #else
     float *b = r->buf + r->half * NORM_RED_HALF;
     r->half ^= 1;
@@ -487,7 +508,7 @@ FROST_DEVICE void norm_publish(norm_red *r, float *red, int at, float v)
         const int slot = at + (int)frost_cluster_rank() * (BLOCK / 32) + threadIdx.x / 32;
 #pragma unroll
         for (unsigned q = 0; q < NORM_RANKS; q++)
-            frost_st_async_f32(red + slot, &r->bar[r->half], q, v);
+            frost_st_async_f32(red + slot, norm_red_bar(r, r->n - 1u), q, v);
     }
 #else
     (void)r;
@@ -496,14 +517,29 @@ FROST_DEVICE void norm_publish(norm_red *r, float *red, int at, float v)
 #endif
 }
 
+#if NORM_RANKS > 1
+/* The current reduction expects `values` totals from every warp of the row (thread 0 tells
+ * its mbarrier); returns its number, for norm_red_wait. */
+FROST_DEVICE unsigned norm_publish_expect(norm_red *r, int values)
+{
+    const unsigned h = r->n - 1u;
+    if (threadIdx.x == 0)
+        frost_mbar_expect(norm_red_bar(r, h), (unsigned)(values * NORM_TOTALS * 4));
+    return h;
+}
+/* Waits until every total of reduction h has landed in this block. */
+FROST_DEVICE void norm_red_wait(const norm_red *r, unsigned h)
+{
+    frost_mbar_wait(norm_red_bar(r, h), (h / NORM_RED_BUFS) & 1u);
+}
+#endif
+
 /* Waits until every warp of the row group has published its `values` totals of the current
- * reduction: a block barrier, or with ROW_SPLIT this block's mbarrier of the half. */
+ * reduction: a block barrier, or with ROW_SPLIT this block's mbarrier of the buffer. */
 FROST_DEVICE void norm_publish_wait(norm_red *r, int values)
 {
 #if NORM_RANKS > 1
-    if (threadIdx.x == 0)
-        frost_mbar_expect(&r->bar[r->half], (unsigned)(values * NORM_TOTALS * 4));
-    frost_mbar_wait(&r->bar[r->half], ((r->n - 1u) >> 1) & 1u);
+    norm_red_wait(r, norm_publish_expect(r, values));
 #else
     (void)r, (void)values;
     __syncthreads();
@@ -544,6 +580,26 @@ FROST_DEVICE void norm_group_sum2(float *a, float *b, norm_red *r)
     *b = norm_warps_sum(red + NORM_TOTALS * (BLOCK / GROUP) + first);
 #endif
 }
+
+#if NORM_RANKS > 1
+/* norm_group_sum2 in two halves (split rows): _begin publishes both totals and returns the
+ * reduction's number; _end, later, waits for it and reads the sums.  At most one reduction
+ * may be left open while others begin and end (see NORM_RED_BUFS). */
+FROST_DEVICE unsigned norm_group_sum2_begin(float a, float b, norm_red *r)
+{
+    float *red = norm_red_next(r);
+    norm_publish(r, red, 0, frost_warp_sum(a));
+    norm_publish(r, red, NORM_TOTALS, frost_warp_sum(b));
+    return norm_publish_expect(r, 2);
+}
+FROST_DEVICE void norm_group_sum2_end(const norm_red *r, unsigned h, float *a, float *b)
+{
+    norm_red_wait(r, h);
+    const float *red = norm_red_buf(r, h);
+    *a = norm_warps_sum(red);
+    *b = norm_warps_sum(red + NORM_TOTALS);
+}
+#endif
 
 #if defined(STAGES) && STAGES > 1
 /* ---- staged rows: a ring of STAGES row slots in shared memory, filled by cp.async ----
