@@ -138,7 +138,9 @@ FROST_DEVICE void frost_st_cluster_f32(float *local, unsigned rank, float v)
  * nothing else: no thread waits for its earlier global stores to become visible.
  * frost_mbar_init (one thread, then frost_mbar_init_fence and a cluster barrier before any
  * use); frost_mbar_expect (one arrival that also expects `bytes`); frost_mbar_wait (until
- * the phase of the given parity completes). */
+ * the phase of the given parity completes; acquire at CTA scope, which covers the bytes
+ * landed in this block's shared memory: a cluster-scope acquire also invalidates L1,
+ * CCTL.IVALL, 7 % of a split norm backward's stall samples). */
 FROST_DEVICE void frost_mbar_init(uint64_t *bar, unsigned count)
 {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"((uint32_t)__cvta_generic_to_shared(bar)),
@@ -161,7 +163,7 @@ FROST_DEVICE void frost_mbar_wait(uint64_t *bar, unsigned parity)
     asm volatile("{\n"
                  ".reg .pred done;\n"
                  "wait_%=:\n"
-                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
                  "@!done bra wait_%=;\n"
                  "}" ::"r"((uint32_t)__cvta_generic_to_shared(bar)),
                  "r"(parity)

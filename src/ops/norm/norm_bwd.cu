@@ -525,10 +525,17 @@ FROST_DEVICE void bwd_rows_staged(const norm_bwd_params *p)
 #if STAGES < 3
 #error "split backward rows keep a row in the ring while the next one starts: STAGES >= 3"
 #endif
-/* Waits until at most STAGES - 2 of this thread's committed ring groups are in flight. */
+/* Waits until this thread's copies of the row about to start have landed: at most
+ * STAGES - 2 later groups in flight (STAGES - 1 when the row before has already refilled
+ * its slot, SPLIT_EAGER). */
+#if defined(SPLIT_EAGER)
+#define BWD_SPLIT_PENDING (STAGES - 1)
+#else
+#define BWD_SPLIT_PENDING (STAGES - 2)
+#endif
 FROST_DEVICE void bwd_cp_async_wait_split(void)
 {
-    asm volatile("cp.async.wait_group %0;" ::"n"(STAGES - 2) : "memory");
+    asm volatile("cp.async.wait_group %0;" ::"n"(BWD_SPLIT_PENDING) : "memory");
 }
 
 /* Staged rows of a split row (ROW_SPLIT, one row group a block): as bwd_rows_staged, but a
@@ -557,9 +564,15 @@ FROST_DEVICE void bwd_rows_split(const norm_bwd_params *p)
         norm_stage_row(ring, s, 1, 2, dys + (ok ? r : 0) * p->dy_row_stride, lane, p->cols, ok);
         norm_cp_async_commit();
     }
-    float mean_s = 0.0f, rstd_s = 1.0f;
-    if (start < end)
-        bwd_load_stats(p, start, &mean_s, &rstd_s);
+    /* saved statistics, STAGES - 1 rows ahead (a split row's turn is short next to a loaded
+     * HBM's latency: one row ahead, the next row's inv_std was 27 % of the stall samples) */
+    float mean_q[STAGES - 1], rstd_q[STAGES - 1];
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        mean_q[s] = 0.0f, rstd_q[s] = 1.0f;
+        if (start + s < end)
+            bwd_load_stats(p, start + s, &mean_q[s], &rstd_q[s]);
+    }
 #if defined(BWD_HELD)
     uint32_t held[BWD_HELD_WORDS];
     norm_held_load(held, p->scale, lane, p->cols, SCALE_DT);
@@ -581,10 +594,23 @@ FROST_DEVICE void bwd_rows_split(const norm_bwd_params *p)
 #endif
         float mean = 0.0f, rstd = 1.0f;
         unsigned h = 0;
-        if (row < end) {
-            float nmean = 0.0f, nrstd = 1.0f;
-            if (row + 1 < end)
-                bwd_load_stats(p, row + 1, &nmean, &nrstd);
+        /* SPLIT_EAGER (FROST_NORM_TUNE spipe=0): the row before first, its sums waited for at
+         * once */
+#if defined(SPLIT_EAGER)
+        const int first_part = 1;
+#else
+        const int first_part = 0;
+#endif
+#pragma unroll
+        for (int part = first_part; part < first_part + 2; part++) {
+        if (part % 2 == 0 && row < end) {
+            const float mean_s = mean_q[0], rstd_s = rstd_q[0];
+#pragma unroll
+            for (int s = 0; s + 1 < STAGES - 1; s++)
+                mean_q[s] = mean_q[s + 1], rstd_q[s] = rstd_q[s + 1];
+            mean_q[STAGES - 2] = 0.0f, rstd_q[STAGES - 2] = 1.0f;
+            if (row + STAGES - 1 < end)
+                bwd_load_stats(p, row + STAGES - 1, &mean_q[STAGES - 2], &rstd_q[STAGES - 2]);
             bwd_cp_async_wait_split();
             uint32_t x[ELEMS], dy[ELEMS];
             norm_unstage_row(x, ring, stage, 0, 2);
@@ -593,10 +619,8 @@ FROST_DEVICE void bwd_rows_split(const norm_bwd_params *p)
             float sg = 0.0f, sgx = 0.0f;
             bwd_partial_dots(p->scale, hw, x, dy, lane, p->cols, 0, mean, rstd, VEC, NV, &sg, &sgx);
             h = norm_group_sum2_begin(sg, sgx, red);
-            mean_s = nmean;
-            rstd_s = nrstd;
         }
-        if (row > start) {
+        if (part % 2 == 1 && row > start) {
             const int64_t prev = row - 1;
             float sg, sgx;
             norm_group_sum2_end(red, prev_h, &sg, &sgx);
@@ -617,6 +641,7 @@ FROST_DEVICE void bwd_rows_split(const norm_bwd_params *p)
             norm_stage_row(ring, prev_stage, 0, 2, xs + (ok ? ahead : 0) * p->x_row_stride, lane, p->cols, ok);
             norm_stage_row(ring, prev_stage, 1, 2, dys + (ok ? ahead : 0) * p->dy_row_stride, lane, p->cols, ok);
             norm_cp_async_commit();
+        }
         }
         prev_stage = stage;
         prev_mean = mean;

@@ -446,6 +446,8 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
         frost__key_define(k, "LOOPED", NULL);
     if (plan->stages)
         frost__key_define(k, "STAGES", "%d", plan->stages);
+    if (rows_mode == ROWS_HALF && p->backward && !frost__norm_tune("spipe", 1))
+        frost__key_define(k, "SPLIT_EAGER", NULL);
     if (p->per_sample_params)
         frost__key_define(k, "PER_SAMPLE", NULL);
     if (frost__norm_tune("l2", 0))

@@ -415,13 +415,15 @@ FROST_DEVICE unsigned norm_split_rank(void)
  * barrier in their place ran 0.82-0.88x the whole rows: its release semantics make every
  * thread wait, once a row, until its global stores of the row before are visible across
  * the cluster.)  One reduction at a time may stay open (norm_group_sum2_begin / _end) while
- * later ones begin and end, so a block that begins reduction k has read every reduction up
- * to k - 2.  Its partners' totals of k land in this block only after they have all of k - 2,
- * among them this block's, which it published having read every reduction up to k - 4.  So
- * with four buffers, and mbarriers whose phases alternate per buffer, nothing lands in a
- * buffer still being read or on an mbarrier still in an earlier phase. */
+ * up to D = 3 later ones begin (a split backward row's dot products while the next row
+ * takes its mean, variance and dot products), so a block that begins reduction k has read
+ * every reduction up to k - D - 1.  Its partners' totals of k land in this block only after
+ * they have all of k - D - 1, among them this block's, which it published having read every
+ * reduction up to k - 2D - 2.  So with 2D + 2 = 8 buffers, and mbarriers whose phases
+ * alternate per buffer, nothing lands in a buffer still being read or on an mbarrier still
+ * in an earlier phase. */
 #if NORM_RANKS > 1
-#define NORM_RED_BUFS 4
+#define NORM_RED_BUFS 8
 #else
 #define NORM_RED_BUFS 2
 #endif
