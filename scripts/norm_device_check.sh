@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # norm_device_check.sh — one device call for the normalization kernels: configure and build
-# (Release, build-gpu), the GPU norm tests, compute-sanitizer on the channel-norm and
+# (Release, build-gpu), the GPU norm tests (test_norm_gpu a second time with the forward's
+# wide rows split over clusters too, FROST_NORM_TUNE=split=2), compute-sanitizer on the channel-norm and
 # row-norm tests' small cases, then frost-bench on the norm and cnorm suites (and, with
 # PEERS=1, bench/norm_report.sh with the peers).  Run from the repository root on a GPU
 # machine; everything lands under $OUT (at most seven files: log.txt, san.log, and the
@@ -33,6 +34,9 @@ if [[ $what == tests || $what == all ]]; then
     say "ctest -L gpu -R norm"
     ctest --test-dir "$B" -L gpu -R norm -j 3 --output-on-failure --timeout 300 >>"$L" 2>&1 || rc=1
     grep -E 'tests passed|Failed|\*\*\*' "$L" | tail -5
+    say "test_norm_gpu with the forward's rows split too (FROST_NORM_TUNE=split=2)"
+    FROST_NORM_TUNE=split=2 timeout 300 "$B/tests/test_norm_gpu" >/tmp/norm-split.log 2>&1 || rc=1
+    tail -1 /tmp/norm-split.log | tee -a "$L"
     for t in ${SAN_TESTS:-test_chan_norm_gpu test_norm_gpu}; do
         for tool in ${SAN_TOOLS:-memcheck racecheck}; do
             say "compute-sanitizer $tool $t (FROST_TEST_SMALL=1)"

@@ -48,7 +48,8 @@
  *   5120          512 x 2                512 x 2
  *   8192          512 x 2 (RMS 256 x 4)  512 x 2
  *   12288         512 x 3                512 x 3
- *   16384         512 x 4 (2 blocks/SM)  512 x 4 (x, dY re-read from the ring)
+ *   16384         512 x 4 (2 blocks/SM)  512 x 4 (x, dY re-read from the ring); on sm_90 two
+ *                                          blocks of a cluster x 512 x 2 (split_rows below)
  *   > 16384       LOOPED                 LOOPED
  *
  * Two ring stages (one row ahead): the FROST_NORM_TUNE sweep of 2026-12-02 on the H200
