@@ -220,6 +220,42 @@ FROST_DEVICE void bwd_load_stats(const norm_bwd_params *p, int64_t row, float *m
     *rstd_s = p->inv_std ? p->inv_std[row * p->inv_std_stride] : 1.0f;
 }
 
+/* Staged rows read their saved statistics BWD_STATS_AHEAD rows ahead (FROST_NORM_TUNE
+ * sahead=), through a queue in registers: a row's turn can be shorter than a loaded HBM's
+ * latency (a split row's inv_std one row ahead was 27 % of its stall samples, 2026-12-04). */
+#if !defined(BWD_STATS_AHEAD)
+#define BWD_STATS_AHEAD 2
+#endif
+typedef struct bwd_stats_queue {
+    float mean[BWD_STATS_AHEAD], rstd[BWD_STATS_AHEAD];
+} bwd_stats_queue;
+
+/* Starts the loads of rows row, row + step, ... (those below end). */
+FROST_DEVICE void bwd_stats_fill(const norm_bwd_params *p, bwd_stats_queue *q, int64_t row, int64_t step,
+                                 int64_t end)
+{
+#pragma unroll
+    for (int s = 0; s < BWD_STATS_AHEAD; s++) {
+        q->mean[s] = 0.0f, q->rstd[s] = 1.0f;
+        if (row + s * step < end)
+            bwd_load_stats(p, row + s * step, &q->mean[s], &q->rstd[s]);
+    }
+}
+
+/* The statistics of the queue's first row, and the loads of row `next` (if below end) behind
+ * the others. */
+FROST_DEVICE void bwd_stats_pop(const norm_bwd_params *p, bwd_stats_queue *q, int64_t next, int64_t end,
+                                float *mean, float *rstd)
+{
+    *mean = q->mean[0], *rstd = q->rstd[0];
+#pragma unroll
+    for (int s = 0; s + 1 < BWD_STATS_AHEAD; s++)
+        q->mean[s] = q->mean[s + 1], q->rstd[s] = q->rstd[s + 1];
+    q->mean[BWD_STATS_AHEAD - 1] = 0.0f, q->rstd[BWD_STATS_AHEAD - 1] = 1.0f;
+    if (next < end)
+        bwd_load_stats(p, next, &q->mean[BWD_STATS_AHEAD - 1], &q->rstd[BWD_STATS_AHEAD - 1]);
+}
+
 /* Stores a register-resident row group's sums in lane order (norm_reduce_params): element
  * j of unit k of lane `lane` at (k * vec + j) * GROUP + lane, so that a warp's store of one
  * (k, j) writes consecutive floats.  (Column order would spread each store instruction over
@@ -482,9 +518,8 @@ FROST_DEVICE void bwd_rows_staged(const norm_bwd_params *p)
         norm_stage_row(ring, s, 1, 2, dys + (ok ? r : 0) * p->dy_row_stride, lane, p->cols, ok);
         norm_cp_async_commit();
     }
-    float mean_s = 0.0f, rstd_s = 1.0f;
-    if (row < end)
-        bwd_load_stats(p, row, &mean_s, &rstd_s);
+    bwd_stats_queue sq;
+    bwd_stats_fill(p, &sq, row, ROWS_PER_BLOCK, end);
 #if defined(BWD_HELD)
     uint32_t held[BWD_HELD_WORDS];
     norm_held_load(held, p->scale, lane, p->cols, SCALE_DT);
@@ -500,13 +535,10 @@ FROST_DEVICE void bwd_rows_staged(const norm_bwd_params *p)
         norm_stage_row(ring, fill, 0, 2, xs + (ok ? ahead : 0) * p->x_row_stride, lane, p->cols, ok);
         norm_stage_row(ring, fill, 1, 2, dys + (ok ? ahead : 0) * p->dy_row_stride, lane, p->cols, ok);
         norm_cp_async_commit();
-        float nmean = 0.0f, nrstd = 1.0f;
-        if (row + ROWS_PER_BLOCK < end)
-            bwd_load_stats(p, row + ROWS_PER_BLOCK, &nmean, &nrstd);
+        float mean_s, rstd_s;
+        bwd_stats_pop(p, &sq, row + BWD_STATS_AHEAD * ROWS_PER_BLOCK, end, &mean_s, &rstd_s);
         norm_cp_async_wait_ring();
         bwd_process_staged(p, ring, stage, row, active, mean_s, rstd_s, lane, red, acc_w, acc_b, held);
-        mean_s = nmean;
-        rstd_s = nrstd;
         stage = stage + 1 == STAGES ? 0 : stage + 1;
     }
     norm_cp_async_drain();
@@ -564,15 +596,8 @@ FROST_DEVICE void bwd_rows_split(const norm_bwd_params *p)
         norm_stage_row(ring, s, 1, 2, dys + (ok ? r : 0) * p->dy_row_stride, lane, p->cols, ok);
         norm_cp_async_commit();
     }
-    /* saved statistics, STAGES - 1 rows ahead (a split row's turn is short next to a loaded
-     * HBM's latency: one row ahead, the next row's inv_std was 27 % of the stall samples) */
-    float mean_q[STAGES - 1], rstd_q[STAGES - 1];
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; s++) {
-        mean_q[s] = 0.0f, rstd_q[s] = 1.0f;
-        if (start + s < end)
-            bwd_load_stats(p, start + s, &mean_q[s], &rstd_q[s]);
-    }
+    bwd_stats_queue sq;
+    bwd_stats_fill(p, &sq, start, 1, end);
 #if defined(BWD_HELD)
     uint32_t held[BWD_HELD_WORDS];
     norm_held_load(held, p->scale, lane, p->cols, SCALE_DT);
@@ -604,13 +629,8 @@ FROST_DEVICE void bwd_rows_split(const norm_bwd_params *p)
 #pragma unroll
         for (int part = first_part; part < first_part + 2; part++) {
         if (part % 2 == 0 && row < end) {
-            const float mean_s = mean_q[0], rstd_s = rstd_q[0];
-#pragma unroll
-            for (int s = 0; s + 1 < STAGES - 1; s++)
-                mean_q[s] = mean_q[s + 1], rstd_q[s] = rstd_q[s + 1];
-            mean_q[STAGES - 2] = 0.0f, rstd_q[STAGES - 2] = 1.0f;
-            if (row + STAGES - 1 < end)
-                bwd_load_stats(p, row + STAGES - 1, &mean_q[STAGES - 2], &rstd_q[STAGES - 2]);
+            float mean_s, rstd_s;
+            bwd_stats_pop(p, &sq, row + BWD_STATS_AHEAD, end, &mean_s, &rstd_s);
             bwd_cp_async_wait_split();
             uint32_t x[ELEMS], dy[ELEMS];
             norm_unstage_row(x, ring, stage, 0, 2);
