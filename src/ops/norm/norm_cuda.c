@@ -7,7 +7,8 @@
  *
  * Grids are persistent: build reads the compiled kernel's registers, works out
  * how many blocks fit on an SM, and launches that many (fewer when rows are
- * few); forward rows of small row groups run as a one-pass grid instead (a
+ * few; counted in clusters when a plan splits its rows over a cluster's blocks,
+ * ROW_SPLIT in norm_kernel.cuh, sm_90 only); forward rows of small row groups run as a one-pass grid instead (a
  * block per ROWS_PER_BLOCK rows, or per ROWS_PER_BLOCK * plan->trips rows when
  * each row group takes several in turn).  The backward writes one f32 partial row of
  * column sums per row group into the workspace and a second kernel adds them in
