@@ -93,8 +93,8 @@ FROST_DEVICE frost_io frost_from_float(float f) { return frost_float_to_bf16(f);
 /* ---- thread-block clusters (sm_90) ----
  * frost_cluster_arrive / _wait: the two halves of a cluster barrier (release, acquire), so a
  * block can work between them; frost_cluster_sync: both.  frost_ld_cluster_v4 / _v2: 16 (or
- * 8) bytes at `local`'s place in the shared memory of the cluster's block `rank`;
- * frost_st_cluster_f32 stores one float there.  frost_cluster_rank: this block's rank in its cluster.  Compiled for an older
+ * 8) bytes at `local`'s place in the shared memory of the cluster's block `rank`.
+ * frost_cluster_rank: this block's rank in its cluster.  Compiled for an older
  * architecture they trap: the host never selects a cluster key there. */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 FROST_DEVICE void frost_cluster_arrive(void)
@@ -123,14 +123,6 @@ FROST_DEVICE void frost_ld_cluster_v2(float v[2], const float *local, unsigned r
                  : "=r"(remote)
                  : "r"((uint32_t)__cvta_generic_to_shared(local)), "r"(rank));
     asm volatile("ld.shared::cluster.v2.f32 {%0,%1}, [%2];" : "=f"(v[0]), "=f"(v[1]) : "r"(remote) : "memory");
-}
-FROST_DEVICE void frost_st_cluster_f32(float *local, unsigned rank, float v)
-{
-    uint32_t remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-                 : "=r"(remote)
-                 : "r"((uint32_t)__cvta_generic_to_shared(local)), "r"(rank));
-    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
 }
 /* mbarrier transactions (sm_90): a block's threads wait on a shared-memory barrier object
  * until an expected number of bytes, stored into its shared memory by any block of the
@@ -209,11 +201,6 @@ FROST_DEVICE void frost_ld_cluster_v2(float v[2], const float *local, unsigned r
 {
     (void)local, (void)rank;
     v[0] = v[1] = 0.0f;
-    __trap();
-}
-FROST_DEVICE void frost_st_cluster_f32(float *local, unsigned rank, float v)
-{
-    (void)local, (void)rank, (void)v;
     __trap();
 }
 FROST_DEVICE void frost_mbar_init(uint64_t *bar, unsigned count)

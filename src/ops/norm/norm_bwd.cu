@@ -109,7 +109,36 @@ FROST_DEVICE const void *bwd_scale_row(const norm_bwd_params *p, int64_t row)
  * held parameters) instead of loading them twice a row. */
 #define BWD_HELD 1
 #define BWD_HELD_WORDS (NV * NORM_HELD_WORDS(SCALE_DT))
+#else
+#define BWD_HELD_WORDS 1 /* so that pinned copies can be declared; never read */
 #endif
+
+/* Loads the thread's held scale units (nothing when the kernel loads its scale per row). */
+FROST_DEVICE void bwd_load_held(uint32_t held[BWD_HELD_WORDS], const norm_bwd_params *p, int lane)
+{
+#if defined(BWD_HELD)
+    norm_held_load(held, p->scale, lane, p->cols, SCALE_DT);
+#else
+    (void)p, (void)lane;
+    held[0] = 0u;
+#endif
+}
+
+/* A row's copy of the held scale words (norm_held_pin), or NULL when the kernel loads its
+ * scale per row. */
+FROST_DEVICE const uint32_t *bwd_pin_held(uint32_t pinned[BWD_HELD_WORDS], const uint32_t *held)
+{
+#if defined(BWD_HELD)
+#pragma unroll
+    for (int t = 0; t < BWD_HELD_WORDS; t++)
+        pinned[t] = held[t];
+    norm_held_pin(pinned, BWD_HELD_WORDS);
+    return pinned;
+#else
+    (void)pinned, (void)held;
+    return 0;
+#endif
+}
 
 /* The effective scale of unit k at column col: from the held words (a pinned copy) when
  * the kernel holds them, else loaded. */
@@ -378,16 +407,8 @@ FROST_DEVICE void bwd_process_staged(const norm_bwd_params *p, const norm_cell *
 {
     float mean, rstd, sg = 0.0f, sgx = 0.0f;
     const void *scale = bwd_scale_row(p, row);
-    const uint32_t *held = 0;
-#if defined(BWD_HELD)
     uint32_t pinned[BWD_HELD_WORDS];
-#pragma unroll
-    for (int t = 0; t < BWD_HELD_WORDS; t++)
-        pinned[t] = held_row[t];
-    norm_held_pin(pinned, BWD_HELD_WORDS);
-    held = pinned;
-#endif
-    (void)held_row;
+    const uint32_t *held = bwd_pin_held(pinned, held_row);
     {
         uint32_t x[ELEMS], dy[ELEMS];
         norm_unstage_row(x, ring, stage, 0, 2);
@@ -520,12 +541,8 @@ FROST_DEVICE void bwd_rows_staged(const norm_bwd_params *p)
     }
     bwd_stats_queue sq;
     bwd_stats_fill(p, &sq, row, ROWS_PER_BLOCK, end);
-#if defined(BWD_HELD)
     uint32_t held[BWD_HELD_WORDS];
-    norm_held_load(held, p->scale, lane, p->cols, SCALE_DT);
-#else
-    const uint32_t *held = 0;
-#endif
+    bwd_load_held(held, p, lane);
     int stage = 0;
     for (int64_t first = start; first < end; first += ROWS_PER_BLOCK, row += ROWS_PER_BLOCK) {
         const bool active = row < end;
@@ -558,16 +575,10 @@ FROST_DEVICE void bwd_rows_staged(const norm_bwd_params *p)
 #error "split backward rows keep a row in the ring while the next one starts: STAGES >= 3"
 #endif
 /* Waits until this thread's copies of the row about to start have landed: at most
- * STAGES - 2 later groups in flight (STAGES - 1 when the row before has already refilled
- * its slot, SPLIT_EAGER). */
-#if defined(SPLIT_EAGER)
-#define BWD_SPLIT_PENDING (STAGES - 1)
-#else
-#define BWD_SPLIT_PENDING (STAGES - 2)
-#endif
+ * STAGES - 2 later groups in flight (the slot of the row before is refilled after it). */
 FROST_DEVICE void bwd_cp_async_wait_split(void)
 {
-    asm volatile("cp.async.wait_group %0;" ::"n"(BWD_SPLIT_PENDING) : "memory");
+    asm volatile("cp.async.wait_group %0;" ::"n"(STAGES - 2) : "memory");
 }
 
 /* Staged rows of a split row (ROW_SPLIT, one row group a block): as bwd_rows_staged, but a
@@ -598,37 +609,19 @@ FROST_DEVICE void bwd_rows_split(const norm_bwd_params *p)
     }
     bwd_stats_queue sq;
     bwd_stats_fill(p, &sq, start, 1, end);
-#if defined(BWD_HELD)
     uint32_t held[BWD_HELD_WORDS];
-    norm_held_load(held, p->scale, lane, p->cols, SCALE_DT);
-#endif
+    bwd_load_held(held, p, lane);
     /* the row waiting for its sums: its slot, statistics and reduction */
     int prev_stage = 0;
     float prev_mean = 0.0f, prev_rstd = 1.0f;
     unsigned prev_h = 0;
     int stage = 0;
     for (int64_t row = start; row <= end && start < end; row++) {
-        const uint32_t *hw = 0;
-#if defined(BWD_HELD)
         uint32_t pinned[BWD_HELD_WORDS];
-#pragma unroll
-        for (int t = 0; t < BWD_HELD_WORDS; t++)
-            pinned[t] = held[t];
-        norm_held_pin(pinned, BWD_HELD_WORDS);
-        hw = pinned;
-#endif
+        const uint32_t *hw = bwd_pin_held(pinned, held);
         float mean = 0.0f, rstd = 1.0f;
         unsigned h = 0;
-        /* SPLIT_EAGER (FROST_NORM_TUNE spipe=0): the row before first, its sums waited for at
-         * once */
-#if defined(SPLIT_EAGER)
-        const int first_part = 1;
-#else
-        const int first_part = 0;
-#endif
-#pragma unroll
-        for (int part = first_part; part < first_part + 2; part++) {
-        if (part % 2 == 0 && row < end) {
+        if (row < end) {
             float mean_s, rstd_s;
             bwd_stats_pop(p, &sq, row + BWD_STATS_AHEAD, end, &mean_s, &rstd_s);
             bwd_cp_async_wait_split();
@@ -640,7 +633,7 @@ FROST_DEVICE void bwd_rows_split(const norm_bwd_params *p)
             bwd_partial_dots(p->scale, hw, x, dy, lane, p->cols, 0, mean, rstd, VEC, NV, &sg, &sgx);
             h = norm_group_sum2_begin(sg, sgx, red);
         }
-        if (part % 2 == 1 && row > start) {
+        if (row > start) {
             const int64_t prev = row - 1;
             float sg, sgx;
             norm_group_sum2_end(red, prev_h, &sg, &sgx);
@@ -661,7 +654,6 @@ FROST_DEVICE void bwd_rows_split(const norm_bwd_params *p)
             norm_stage_row(ring, prev_stage, 0, 2, xs + (ok ? ahead : 0) * p->x_row_stride, lane, p->cols, ok);
             norm_stage_row(ring, prev_stage, 1, 2, dys + (ok ? ahead : 0) * p->dy_row_stride, lane, p->cols, ok);
             norm_cp_async_commit();
-        }
         }
         prev_stage = stage;
         prev_mean = mean;
@@ -793,7 +785,7 @@ FROST_DEVICE norm_bwd_params bwd_split_share(const norm_bwd_params *p)
     q.dy = (const frost_io *)p->dy + c0;
     q.dx = (frost_io *)p->dx + c0;
 #if SCALE_DT != FROST_DT_NONE
-    q.scale = (const char *)p->scale + c0 * (SCALE_DT == FROST_DT_F32 ? 4 : 2);
+    q.scale = norm_param_at(p->scale, c0, SCALE_DT);
 #endif
     q.partial_scale = p->partial_scale ? p->partial_scale + c0 : 0;
     q.partial_bias = p->partial_bias ? p->partial_bias + c0 : 0;

@@ -100,7 +100,7 @@ static frost_status norm_build(const frost_context *ctx, const frost__node *n, v
         plan->blocks_per_sm = plan->max_bps;
     /* Grids are counted in logical blocks: clusters of plan->row_split blocks sharing their
      * rows (norm_kernel.cuh), else blocks; the launch has row_split times as many. */
-    const int64_t groups = plan->rows_per_block_groups, split = plan->row_split > 1 ? plan->row_split : 1;
+    const int64_t groups = plan->rows_per_block_groups, split = plan->row_split;
     const int64_t sms = dev->sm_count / split;
     const int64_t resident = sms * plan->blocks_per_sm;
     int64_t grid = frost__norm_ceil_div(p->rows, groups);
@@ -214,8 +214,7 @@ static int64_t partials_per_segment(const frost__norm_plan *plan, int lane_order
 /* Partial rows of the whole grid (its segments' in turn). */
 static int64_t partial_rows(const frost__norm_plan *plan, int lane_order)
 {
-    const int64_t split = plan->row_split > 1 ? plan->row_split : 1;
-    return plan->grid / split / plan->blocks_per_segment * partials_per_segment(plan, lane_order);
+    return plan->grid / plan->row_split / plan->blocks_per_segment * partials_per_segment(plan, lane_order);
 }
 
 static frost_status fwd_execute(const frost_context *ctx, const frost__node *n, const void *plan_ptr, void *const *ptrs,

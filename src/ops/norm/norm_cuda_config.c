@@ -98,7 +98,7 @@ static const tile_rule tile_rules[2][3] = {
  * prefetch of the next row, NO_PREFETCH), bpreg (backward: 0 loads the scale twice a row
  * instead of holding a thread's units in registers), split (2: rows of 512 threads x 4 units
  * split over clusters of two blocks, ROW_SPLIT, forward too; 0: never; split_rows below),
- * spipe (split backward rows: 0 waits for each row's sums at once), sahead (staged backward
+ * sahead (staged backward
  * rows: saved statistics read that many rows ahead, 1-8; 2 by default, 1 at 4 units a thread). */
 int frost__norm_tune(const char *name, int dflt)
 {
@@ -449,8 +449,6 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
         frost__key_define(k, "LOOPED", NULL);
     if (plan->stages)
         frost__key_define(k, "STAGES", "%d", plan->stages);
-    if (rows_mode == ROWS_HALF && p->backward && !frost__norm_tune("spipe", 1))
-        frost__key_define(k, "SPLIT_EAGER", NULL);
     /* staged backward rows read their saved statistics two rows ahead (norm_bwd.cu), rows of 4
      * units a thread one (their turn is long enough, and AdaLayerNorm's 512 x 4 units with
      * d_bias spill 96 bytes with two instead of 24) */

@@ -494,10 +494,10 @@ FROST_DEVICE norm_fwd_params fwd_split_share(const norm_fwd_params *p)
     q.x = (const frost_io *)p->x + c0;
     q.y = (frost_io *)p->y + c0;
 #if SCALE_DT != FROST_DT_NONE
-    q.scale = (const char *)p->scale + c0 * (SCALE_DT == FROST_DT_F32 ? 4 : 2);
+    q.scale = norm_param_at(p->scale, c0, SCALE_DT);
 #endif
 #if BIAS_DT != FROST_DT_NONE
-    q.bias = (const char *)p->bias + c0 * (BIAS_DT == FROST_DT_F32 ? 4 : 2);
+    q.bias = norm_param_at(p->bias, c0, BIAS_DT);
 #endif
     return q;
 }

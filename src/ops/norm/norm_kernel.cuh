@@ -254,6 +254,12 @@ FROST_DEVICE void norm_load_param(float out[VEC], const void *base, int col, con
     }
 }
 
+/* Element `col` of a parameter of dtype dt (f32, or a 16-bit dtype). */
+FROST_DEVICE const void *norm_param_at(const void *base, int64_t col, const int dt)
+{
+    return (const char *)base + col * (dt == FROST_DT_F32 ? 4 : 2);
+}
+
 /* The parameter row that row `row` of X reads (base itself without PER_SAMPLE). */
 FROST_DEVICE const void *norm_param_row(const void *base, const norm_param_map m, int64_t row, const int dt)
 {
@@ -392,7 +398,7 @@ FROST_DEVICE int64_t norm_split_blocks(void)
 {
     return (int64_t)(gridDim.x / NORM_RANKS);
 }
-/* This block's share of a split row: its rank, and the first of its columns. */
+/* This block's rank in the cluster that shares its rows (0 without ROW_SPLIT). */
 FROST_DEVICE unsigned norm_split_rank(void)
 {
 #if NORM_RANKS > 1
@@ -430,10 +436,11 @@ FROST_DEVICE unsigned norm_split_rank(void)
 #define NORM_RED_HALF (3 * NORM_RANKS * (BLOCK / 32)) /* up to three floats per warp (LN_MERGE) */
 typedef struct norm_red {
     float *buf; /* shared, NORM_RED_BUFS * NORM_RED_HALF floats */
-    int half;   /* without ROW_SPLIT: the buffer of the next reduction */
 #if NORM_RANKS > 1
     uint64_t *bar; /* shared, an mbarrier per buffer */
     unsigned n;    /* reductions begun; the current one is n - 1 */
+#else
+    int half; /* the buffer of the next reduction */
 #endif
 } norm_red;
 
@@ -454,7 +461,7 @@ FROST_DEVICE void norm_red_init(norm_red *r)
 #define NORM_RED(name)                                        \
     __shared__ float name##_buf[NORM_RED_BUFS * NORM_RED_HALF]; \
     __shared__ uint64_t name##_bar[NORM_RED_BUFS];            \
-    norm_red name##_r = {name##_buf, 0, name##_bar, 0u};      \
+    norm_red name##_r = {name##_buf, name##_bar, 0u};         \
     norm_red *name = &name##_r;                               \
     norm_red_init(name)
 
