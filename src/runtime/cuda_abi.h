@@ -120,9 +120,6 @@ typedef struct frost__CUlaunchConfig {
 } frost__CUlaunchConfig;
 typedef frost__CUresult (*frost__cuLaunchKernelEx_fn)(const frost__CUlaunchConfig *config, frost__CUfunction fn,
                                                     void **params, void **extra);
-/* cuOccupancyMaxActiveClusters (CUDA 12.0+ drivers) */
-typedef frost__CUresult (*frost__cuOccupancyMaxActiveClusters_fn)(int *clusters, frost__CUfunction fn,
-                                                                 const frost__CUlaunchConfig *config);
 
 /* Versioned symbol names (what cuda.h's #defines resolve to). */
 #define FROST__SYM_cuDeviceTotalMem "cuDeviceTotalMem_v2"

@@ -389,22 +389,6 @@ frost_status frost__launch(const frost__device *dev, frost__kernel *k, const fro
     return FROST_OK;
 }
 
-frost_status frost__kernel_max_clusters(const frost__device *dev, const frost__kernel *k, unsigned cluster,
-                                        unsigned threads, size_t dyn_smem, int *clusters)
-{
-    *clusters = 0;
-    if (!frost__cu.OccupancyMaxActiveClusters || dev->cc_major < 9) {
-        return FROST_NOT_SUPPORTED; /* no message: the callers estimate instead */
-    }
-    frost_status s = frost__device_make_current(dev);
-    if (s != FROST_OK) {
-        return s;
-    }
-    const frost__CUlaunchConfig cfg = {cluster, 1, 1, threads, 1, 1, (unsigned)dyn_smem, NULL, NULL, 0};
-    frost__CUresult r = frost__cu.OccupancyMaxActiveClusters(clusters, (frost__CUfunction)k->function, &cfg);
-    return r == FROST__CUDA_SUCCESS ? FROST_OK : frost__cu_fail(r, "cuOccupancyMaxActiveClusters");
-}
-
 /* ---- thin wrappers ------------------------------------------------------------------------ */
 static frost_status checked(frost__CUresult r, const char *what)
 {

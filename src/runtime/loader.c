@@ -66,7 +66,6 @@ static const symbol_slot cu_symbols[] = {
     CU_SLOT(EventRecord, "cuEventRecord"),
     {FROST__SYM_cuEventElapsedTime, offsetof(frost__cu_api, EventElapsedTime), 1},
     {"cuLaunchKernelEx", offsetof(frost__cu_api, LaunchKernelEx), 1},
-    {"cuOccupancyMaxActiveClusters", offsetof(frost__cu_api, OccupancyMaxActiveClusters), 1},
 };
 
 #define NVRTC_SLOT(field, sym) {sym, offsetof(frost__nvrtc_api, field), 0}

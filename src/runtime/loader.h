@@ -43,7 +43,6 @@ typedef struct frost__cu_api {
     frost__cuEventRecord_fn EventRecord;
     frost__cuEventElapsedTime_fn EventElapsedTime;
     frost__cuLaunchKernelEx_fn LaunchKernelEx; /* NULL before CUDA 12.3 drivers (loader.c) */
-    frost__cuOccupancyMaxActiveClusters_fn OccupancyMaxActiveClusters; /* NULL where the driver lacks it */
 } frost__cu_api;
 
 typedef struct frost__nvrtc_api {

@@ -159,13 +159,6 @@ typedef struct frost__launch_dims {
 frost_status frost__launch(const frost__device *dev, frost__kernel *k, const frost__launch_dims *dims, void **args,
                            void *stream);
 
-/* How many clusters of k (a kernel compiled with its cluster shape, `cluster` blocks of
- * `threads` threads and dyn_smem bytes of dynamic shared memory each) the device keeps
- * resident at once, into *clusters.  NOT_SUPPORTED, with no message set, where the driver
- * cannot say. */
-frost_status frost__kernel_max_clusters(const frost__device *dev, const frost__kernel *k, unsigned cluster,
-                                        unsigned threads, size_t dyn_smem, int *clusters);
-
 /* ------------------------------------------------------------------------------------ */
 /* Thin driver wrappers (for engines, tests and tools)                                  */
 /* ------------------------------------------------------------------------------------ */

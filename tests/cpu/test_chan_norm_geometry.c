@@ -259,8 +259,6 @@ static void run_cluster_case(int index, const cluster_case *c, int clusters)
     const size_t smem = (size_t)CNC_SMEM_BYTES(held, geo.cw, geo.sets, c->esize, c->tensors, units);
     if (!c->nhwc && geo.rows % vec != 0)
         tu_failf("NCHW tiles of %lld rows are not whole 16-byte units", (long long)geo.rows);
-    if (geo.pipe) /* opt-in (FROST_CNORM_PIPE): only the pipe cases below ask for it */
-        tu_failf("the persistent form (%d buffers) unasked", geo.pipe);
     if (geo.smem != smem || smem > dev.optin || !geo.resident)
         tu_failf("%zu bytes of shared memory (the layout needs %zu, a block has %zu)", geo.smem, smem, dev.optin);
     /* past 64 KB only when the narrowest window needs it in max_cluster tiles (NHWC: with runs of
@@ -284,62 +282,6 @@ static void run_cluster_case(int index, const cluster_case *c, int clusters)
         tu_failf("start ramp of %lld cycles in %lld classes with %lld tiles and a first wave of %lld",
                  (long long)geo.ramp_cycles, (long long)geo.ramp_classes, (long long)geo.num_tiles,
                  (long long)geo.first_wave);
-}
-
-/* ---- the cluster path's persistent form (FROST_CNORM_PIPE) ------------------------------ */
-typedef struct pipe_case {
-    const char *name;
-    int nhwc, tensors;
-    int64_t n, c, hw;
-    const char *env;
-    int pipe; /* tile buffers expected, 0: the one-tile form */
-} pipe_case;
-
-static const pipe_case pipe_cases[] = {
-    {"gn fwd nhwc 32x512x64x64, three buffers", 1, 1, 32, 512, 4096, "FROST_CNORM_PIPE=3", 3},
-    {"gn fwd nchw 32x512x64x64, three buffers", 0, 1, 32, 512, 4096, "FROST_CNORM_PIPE=3", 3},
-    {"gn fwd nchw 128x256x32x32, three buffers", 0, 1, 128, 256, 1024, "FROST_CNORM_PIPE=3", 3},
-    {"gn fwd nhwc 32x512x64x64: four 64 KB tiles do not fit", 1, 1, 32, 512, 4096, "FROST_CNORM_PIPE=4", 0},
-    {"gn bwd nhwc 32x512x64x64: the backward keeps one tile", 1, 2, 32, 512, 4096, "FROST_CNORM_PIPE=3", 0},
-    {"gn fwd nhwc 8x512x128x128: 16-channel windows, three buffers", 1, 1, 8, 512, 16384, "FROST_CNORM_PIPE=3", 3},
-    {"FROST_CNORM_PIPE=2 is out of range", 1, 1, 32, 512, 4096, "FROST_CNORM_PIPE=2", 0},
-    {"FROST_CNORM_PIPE=9 is out of range", 1, 1, 32, 512, 4096, "FROST_CNORM_PIPE=9", 0},
-};
-#define NUM_PIPE_CASES ((int)(sizeof pipe_cases / sizeof pipe_cases[0]))
-
-/* The same tiles as without the override; with it, the buffers' shared memory (what
- * chan_norm_cluster.cu's cc_carve lays out) within a block, no ramp, no held rows. */
-static void run_pipe_case(int index, const pipe_case *c)
-{
-    tu_set_context("test_chan_norm_geometry", 0, index, c->name);
-    const cnorm_device dev = h200(CNC_MAX_CLUSTER);
-    const cnorm_shape s = make_shape(GN, c->nhwc, c->tensors, c->n, c->c, c->hw, 32, 2);
-    cnorm_geometry plain, geo;
-    if (!frost__cnorm_choose_cluster(&s, &dev, &plain) || !choose_with(c->env, frost__cnorm_choose_cluster, &s, &dev,
-                                                                       &geo)) {
-        tu_failf("cluster path not taken");
-        return;
-    }
-    if (geo.pipe != c->pipe)
-        tu_failf("%d tile buffers, expected %d", geo.pipe, c->pipe);
-    if (geo.cw != plain.cw || geo.rows != plain.rows || geo.k_tiles != plain.k_tiles ||
-        geo.num_tiles != plain.num_tiles)
-        tu_failf("window %lld, %lld rows x %lld tiles; without the override %lld, %lld x %lld", (long long)geo.cw,
-                 (long long)geo.rows, (long long)geo.k_tiles, (long long)plain.cw, (long long)plain.rows,
-                 (long long)plain.k_tiles);
-    if (!geo.pipe) {
-        if (geo.smem != plain.smem || geo.first_wave != plain.first_wave)
-            tu_failf("the one-tile form differs from the plain choice");
-        return;
-    }
-    const int64_t units = c->nhwc ? geo.cw / 8 : 32;
-    const size_t smem = (size_t)CNC_PIPE_SMEM_BYTES(geo.rows, geo.cw, geo.sets, 2, c->tensors, units, geo.pipe);
-    if (geo.smem != smem || smem > dev.optin || geo.held || geo.cw > CNC_THREADS)
-        tu_failf("%zu bytes of shared memory (%d buffers need %zu, a block has %zu), %lld held rows, window %lld",
-                 geo.smem, geo.pipe, smem, dev.optin, (long long)geo.held, (long long)geo.cw);
-    if (geo.ramp_cycles || geo.first_wave || geo.blocks != (int64_t)(dev.smem_per_sm / (smem + dev.reserved)))
-        tu_failf("ramp %lld cycles, first wave %lld, %lld blocks an SM", (long long)geo.ramp_cycles,
-                 (long long)geo.first_wave, (long long)geo.blocks);
 }
 
 /* ---- the stream path (BatchNorm training forward) ------------------------------------- */
@@ -431,7 +373,6 @@ int main(void)
     unsetenv("FROST_CNORM_BLOCKS");
     unsetenv("FROST_CNORM_TILE_KB");
     unsetenv("FROST_CNORM_STREAM_BLOCKS");
-    unsetenv("FROST_CNORM_PIPE");
     for (int i = 0; i < NUM_CASES; ++i) {
         if (only >= 0 && only != i)
             continue;
@@ -459,14 +400,5 @@ int main(void)
             tu_case_end();
             ++run_count;
         }
-    for (int i = 0; i < NUM_PIPE_CASES; ++i) {
-        const int index = NUM_CASES + NUM_CLUSTER_CASES + NUM_STREAM_CASES + i;
-        if (only >= 0 && only != index)
-            continue;
-        tu_case_begin();
-        run_pipe_case(index, &pipe_cases[i]);
-        tu_case_end();
-        ++run_count;
-    }
     return tu_finish(run_count);
 }

@@ -63,23 +63,8 @@
 #endif
 
 /* ---- shared memory and the thread's place ------------------------------------------------ */
-#if defined(PIPE)
-#if PIPE < 3 || defined(HELD)
-#error "PIPE is 3 or more tile buffers (the forward's persistent form), without HELD"
-#endif
-#define CC_BUFS PIPE
-#define CC_MIN_BLOCKS 1
-#else
-#define CC_BUFS 1
-#define CC_MIN_BLOCKS 3
-#endif
-
 typedef struct cc_smem {
-    frost_io *x, *dy;       /* the tiles in use, rows x cw */
-    unsigned char *tiles;   /* CC_BUFS sets of tiles (x, then dy), tile bytes apart */
-    uint64_t tile;
-    float *stage;           /* PIPE: per buffer, 3 x cw floats: its tile's w_eff and bias, then coefficients */
-    float *rec2;            /* PIPE: the records of odd iterations */
+    frost_io *x, *dy;       /* tiles, rows x cw */
     float *ch0, *ch1, *ch2; /* per channel: sums, then coefficients */
     float *ch3;             /* per channel: forward bias, backward w_eff */
     float *rec;             /* per set: count, mean, M2, - (read by the cluster) */
@@ -88,26 +73,12 @@ typedef struct cc_smem {
     float *scratch;
 } cc_smem;
 
-/* The tiles of buffer b in use. */
-FROST_DEVICE void cc_use(cc_smem *m, int b, int tensors)
-{
-    m->x = (frost_io *)(m->tiles + (uint64_t)b * (uint64_t)tensors * m->tile);
-    m->dy = (frost_io *)(m->tiles + ((uint64_t)b * (uint64_t)tensors + 1) * m->tile);
-}
-
-/* The layout CNC_PIPE_SMEM_BYTES (CNC_SMEM_BYTES without PIPE) counts. */
 FROST_DEVICE void cc_carve(const cnorm_params *p, unsigned char *base, int tensors, cc_smem *m)
 {
-    m->tile = CNORM_ALIGN16(cn_tile_elems(p) * sizeof(frost_io)); /* NCHW: the held rows */
-    m->tiles = base;
-    cc_use(m, 0, tensors);
-    float *f = (float *)(base + (uint64_t)CC_BUFS * tensors * m->tile);
-    m->rec2 = f;
-    m->stage = f;
-#if defined(PIPE)
-    m->stage = f + 4 * p->cw;
-    f += 4 * p->cw + (3 * p->cw * CC_BUFS + 3) / 4 * 4;
-#endif
+    const uint64_t tile = CNORM_ALIGN16(cn_tile_elems(p) * sizeof(frost_io)); /* NCHW: the held rows */
+    m->x = (frost_io *)base;
+    m->dy = (frost_io *)(base + tile);
+    float *f = (float *)(base + (uint64_t)tensors * tile);
     m->ch0 = f;
     m->ch1 = f + p->cw;
     m->ch2 = f + 2 * p->cw;
@@ -435,10 +406,10 @@ FROST_DEVICE void ccn_apply_bwd(const cnorm_params *p, const cnorm_tile *tl, con
 #define CC_SHIFT(m, p, c) frost_to_float((m)->x[(c)])
 #endif
 
-/* The tile's per-set records (count, mean, M2 about the set's mean) into rec, for the
- * cluster to read after its next barrier. */
-FROST_DEVICE void cc_stats_local(const cnorm_params *p, const cnorm_tile *tl, const cc_map *w, const cc_smem *m,
-                                 float *rec)
+/* Statistics of the segment: per set (mean, M2 over the whole segment) into fin[2 j],
+ * fin[2 j + 1], identical in every block of the cluster.  Synchronizes the cluster once;
+ * the caller's next cluster barrier releases rec. */
+FROST_DEVICE void cc_stats(const cnorm_params *p, const cnorm_tile *tl, const cc_map *w, const cc_smem *m)
 {
 #if defined(LAYOUT_NCHW)
     (void)w;
@@ -479,21 +450,15 @@ FROST_DEVICE void cc_stats_local(const cnorm_params *p, const cnorm_tile *tl, co
             const float s1 = m->ch0[c], dm = fmaf(s1, inv_n, CC_SHIFT(m, p, c)) - mean;
             m2 += fmaf(-s1 * inv_n, s1, m->ch1[c]) + n * dm * dm;
         }
-        float *r = rec + 4 * j;
+        float *r = m->rec + 4 * j;
         r[0] = n * (float)cg, r[1] = mean, r[2] = fmaxf(m2, 0.0f), r[3] = 0.0f;
     }
-}
-
-/* The cluster's records at rec (after a barrier that published them) merged in rank order:
- * per set (mean, M2 over the whole segment) into fin[2 j], fin[2 j + 1], identical in
- * every block of the cluster. */
-FROST_DEVICE void cc_stats_merge(const cnorm_params *p, const cc_smem *m, const float *rec)
-{
+    frost_cluster_sync();
     for (int j = threadIdx.x; j < p->sets; j += CNC_THREADS) {
         cnorm_stat st = cn_stat_zero();
         for (int i = 0; i < CLUSTER; i++) {
             float v[4];
-            frost_ld_cluster_v4(v, rec + 4 * j, (unsigned)i);
+            frost_ld_cluster_v4(v, m->rec + 4 * j, (unsigned)i);
             cnorm_stat o = cn_stat_zero();
             o.count = v[0], o.mean = v[1], o.m2 = v[2];
             st = cn_merge(st, o);
@@ -501,15 +466,6 @@ FROST_DEVICE void cc_stats_merge(const cnorm_params *p, const cc_smem *m, const 
         m->fin[2 * j] = st.mean;
         m->fin[2 * j + 1] = st.m2;
     }
-}
-
-/* Statistics of the segment into fin (cc_stats_merge).  Synchronizes the cluster once; the
- * caller's next cluster barrier releases rec. */
-FROST_DEVICE void cc_stats(const cnorm_params *p, const cnorm_tile *tl, const cc_map *w, const cc_smem *m)
-{
-    cc_stats_local(p, tl, w, m, m->rec);
-    frost_cluster_sync();
-    cc_stats_merge(p, m, m->rec);
 }
 
 /* The start ramp.  Launched together, the first wave's blocks would load their tiles at
@@ -528,172 +484,21 @@ FROST_DEVICE void cc_ramp(const cnorm_params *p)
         __nanosleep(256);
 }
 
-/* ---- the persistent form (forward) ---------------------------------------------------------
- * PIPE = B tile buffers: a grid of as many clusters as the device keeps resident at once
- * (the host asks the driver), each cluster taking segments seg, seg + clusters, ...  A block
- * holds three tiles at a time: the one whose output it stores, the one whose statistics it
- * takes, and B - 2 loading (cp.async groups, one a tile).  Iteration i: the tile's sums and
- * records, the cluster barrier's arrive, the previous tile's output, the barrier's wait, the
- * merge.  So the barrier's latency hides behind the stores, and its release (which waits
- * until this block's earlier stores are visible) finds them an iteration old: with the
- * output stored between the merge and the next arrive, each barrier waited for a whole
- * tile of stores to drain, and the form ran at half the one-tile form's speed (H200,
- * 2026-12-04, docs/PERF.md).  Records alternate between rec and rec2: a block writes a
- * buffer again only after the barrier every block arrives at after reading it.  Each
- * tile's w_eff and bias are loaded with its data into registers and parked in its buffer's
- * stage arrays, which after the merge hold its coefficients.  Every block of a cluster walks
- * the same segments (the grid is whole clusters, a segment's tiles a cluster's ranks), so
- * the barriers pair up; the last one keeps every block until the others have read its
- * records. */
-#if defined(PIPE)
-/* Buffer b's tile t (every thread issues its own cp.async rows) and, in registers, its w_eff
- * and bias (thread tid < cw: channel tid). */
-FROST_DEVICE void cc_issue(const cnorm_params *p, const cc_map *w, cc_smem *m, int t, int b, float st[2])
-{
-    const cnorm_tile tl = cn_tile(p, t);
-    cc_use(m, b, 1);
-#if defined(LAYOUT_NCHW)
-    (void)w;
-    ccn_load(p, &tl, (const frost_io *)p->x, p->x_sn, m->x);
-#else
-    cc_load(p, &tl, w, (const frost_io *)p->x, p->x_sn, m->x);
-#endif
-    const int tid = threadIdx.x;
-    st[0] = st[1] = 0.0f;
-    if (tid < p->cw) {
-        st[0] = cn_weight(p, tl.c0 + tid);
-        if (p->bias_dt != FROST_DT_NONE)
-            st[1] = cn_param(p->bias, (int64_t)(tl.c0 + tid) * p->bias_sc, p->bias_dt);
-    }
-}
-
-/* Parks a tile's w_eff and bias in buffer b's stage arrays. */
-FROST_DEVICE void cc_park(const cnorm_params *p, const cc_smem *m, int b, const float st[2])
-{
-    float *g = m->stage + 3 * p->cw * b;
-    if ((int)threadIdx.x < p->cw)
-        g[threadIdx.x] = st[0], g[p->cw + threadIdx.x] = st[1];
-}
-#endif
-
 /* ---- forward ---------------------------------------------------------------------------- */
-/* From the merged fin = (mean, M2): inv_std into fin, the saved (and running) statistics from
- * the cluster's first block, and per channel y = x * ca + cb: ca = rstd w_eff, cb = bias -
- * mean ca (wv, bv: w_eff and bias; ca, cb may be the same arrays).  Starts and ends with
- * the block synchronized. */
-FROST_DEVICE void cc_fwd_coef(const cnorm_params *p, const cnorm_tile *tl, const cc_smem *m, const float *wv,
-                              const float *bv, float *ca, float *cb)
-{
-    const bool leader = frost_cluster_rank() == 0;
-    __syncthreads();
-    for (int j = threadIdx.x; j < p->sets; j += CNC_THREADS) {
-        const float mean = m->fin[2 * j], var = m->fin[2 * j + 1] * p->inv_m, rstd = rsqrtf(var + p->eps);
-        m->fin[2 * j + 1] = rstd;
-        if (leader) /* saved statistics, and BatchNorm's running statistics */
-            fwd_set_outputs(p, tl->n, tl->c0, j, mean, var, rstd);
-    }
-    __syncthreads();
-    for (int cl = threadIdx.x; cl < p->cw; cl += CNC_THREADS) {
-        const int j = cl / p->cg;
-        const float wc = wv[cl], bc = bv[cl], a = m->fin[2 * j + 1] * wc;
-        ca[cl] = a;
-        cb[cl] = fmaf(-m->fin[2 * j], a, bc);
-    }
-    __syncthreads();
-}
-
-/* y = x * ca + cb per channel from the tile x in shared memory. */
-FROST_DEVICE void cc_fwd_apply(const cnorm_params *p, const cnorm_tile *tl, const cc_map *w, const frost_io *x,
-                               const float *ca, const float *cb)
-{
-#if defined(LAYOUT_NCHW)
-    (void)w;
-    ccn_apply_fwd(p, tl, x, ca, cb);
-#else
-    if (w->r0 < w->per) {
-        float a[CN_VEC], b[CN_VEC];
-#pragma unroll
-        for (int k = 0; k < CN_VEC; k++) {
-            a[k] = ca[w->u * CN_VEC + k];
-            b[k] = cb[w->u * CN_VEC + k];
-        }
-        frost_io *g = (frost_io *)p->out + cc_goff(p, tl, w, p->out_sn);
-        const frost_io *t = x + w->r0 * p->cw + w->u * CN_VEC;
-        const int64_t gstep = (int64_t)w->per * p->c;
-#pragma unroll 4
-        for (int r = w->r0; r < tl->nq; r += w->per, t += w->per * p->cw, g += gstep) {
-            float v[CN_VEC];
-            cn_tile_vec(t, 0, v);
-#pragma unroll
-            for (int k = 0; k < CN_VEC; k++)
-                v[k] = fmaf(v[k], a[k], b[k]);
-            cc_store(p, g, v);
-        }
-    }
-#endif
-}
-
-#if defined(PIPE)
-/* The output of tile t, held in buffer b with its coefficients in b's stage arrays. */
-FROST_DEVICE void cc_fwd_out(const cnorm_params *p, const cc_map *w, cc_smem *m, int t, int b)
-{
-    const cnorm_tile tl = cn_tile(p, t);
-    const float *g = m->stage + 3 * p->cw * b;
-    cc_use(m, b, 1);
-    cc_fwd_apply(p, &tl, w, m->x, g, g + p->cw);
-}
-#endif
-
-extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, CC_MIN_BLOCKS)
+extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
     cnorm_cluster_fwd_kernel(const __grid_constant__ cnorm_params p)
 {
     extern __shared__ uint4 cnorm_smem[];
     cc_smem m;
     cc_carve(&p, (unsigned char *)cnorm_smem, 1, &m);
+    const cnorm_tile tl = cn_tile(&p, blockIdx.x);
 #if defined(LAYOUT_NCHW)
     const cc_map w = {0, 0, 0, 0}; /* NCHW walks the tile by warps (ccn_*) */
 #else
     const cc_map w = cc_map_make(&p);
 #endif
+    const bool leader = frost_cluster_rank() == 0;
     cc_ramp(&p);
-#if defined(PIPE)
-    const int step = gridDim.x, ahead = CC_BUFS - 2;
-    float st[2];
-    for (int b = 0; b < ahead; b++) { /* the first tiles, their parameters parked at once */
-        if ((int)blockIdx.x + b * step < p.num_tiles) {
-            cc_issue(&p, &w, &m, (int)blockIdx.x + b * step, b, st);
-            cc_park(&p, &m, b, st);
-        }
-        cn_cp_async_commit();
-    }
-    int it = 0, t = blockIdx.x;
-    for (; t < p.num_tiles; it++, t += step) {
-        const int ta = t + ahead * step, nb = (it + ahead) % CC_BUFS, b = it % CC_BUFS;
-        const cnorm_tile tl = cn_tile(&p, t);
-        cc_use(&m, b, 1);
-        cn_cp_async_wait_prior(CC_BUFS - 3); /* this thread's rows of tile t are in */
-        __syncthreads(); /* and everyone's; buffer nb was last read by the output of the iteration before */
-        float *rec = (it & 1) ? m.rec2 : m.rec;
-        cc_stats_local(&p, &tl, &w, &m, rec);
-        frost_cluster_arrive(); /* publishes rec (and orders the reads of the records before) */
-        if (ta < p.num_tiles) /* after the arrive, whose release would wait for these copies */
-            cc_issue(&p, &w, &m, ta, nb, st);
-        cn_cp_async_commit();
-        if (it > 0)
-            cc_fwd_out(&p, &w, &m, t - step, (it - 1) % CC_BUFS);
-        frost_cluster_wait();
-        cc_use(&m, b, 1);
-        cc_stats_merge(&p, &m, rec);
-        float *g = m.stage + 3 * p.cw * b;
-        cc_fwd_coef(&p, &tl, &m, g, g + p.cw, g, g + p.cw);
-        if (ta < p.num_tiles) /* the loads issued above have long returned */
-            cc_park(&p, &m, nb, st);
-    }
-    if (it > 0)
-        cc_fwd_out(&p, &w, &m, t - step, (it - 1) % CC_BUFS);
-    frost_cluster_sync(); /* no block leaves while another may still read its records */
-#else
-    const cnorm_tile tl = cn_tile(&p, blockIdx.x);
 #if defined(LAYOUT_NCHW)
     ccn_load(&p, &tl, (const frost_io *)p.x, p.x_sn, m.x);
 #else
@@ -709,25 +514,82 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, CC_MIN
     __syncthreads();
     cc_stats(&p, &tl, &w, &m);
     frost_cluster_arrive(); /* this block is done reading the others' records */
-    cc_fwd_coef(&p, &tl, &m, m.ch2, m.ch3, m.ch0, m.ch1);
-    cc_fwd_apply(&p, &tl, &w, m.x, m.ch0, m.ch1);
-    frost_cluster_wait(); /* no block leaves while another may still read its records */
+    for (int j = threadIdx.x; j < p.sets; j += CNC_THREADS) {
+        const float mean = m.fin[2 * j], var = m.fin[2 * j + 1] * p.inv_m, rstd = rsqrtf(var + p.eps);
+        m.fin[2 * j + 1] = rstd;
+        if (leader) /* saved statistics, and BatchNorm's running statistics */
+            fwd_set_outputs(&p, tl.n, tl.c0, j, mean, var, rstd);
+    }
+    __syncthreads();
+    /* y = x * a + b' per channel: a = rstd w_eff, b' = bias - mean a */
+    for (int cl = threadIdx.x; cl < p.cw; cl += CNC_THREADS) {
+        const int j = cl / p.cg;
+        const float a = m.fin[2 * j + 1] * m.ch2[cl];
+        m.ch0[cl] = a;
+        m.ch1[cl] = fmaf(-m.fin[2 * j], a, m.ch3[cl]);
+    }
+    __syncthreads();
+#if defined(LAYOUT_NCHW)
+    ccn_apply_fwd(&p, &tl, m.x, m.ch0, m.ch1);
+#else
+    if (w.r0 < w.per) {
+        float a[CN_VEC], b[CN_VEC];
+#pragma unroll
+        for (int k = 0; k < CN_VEC; k++) {
+            a[k] = m.ch0[w.u * CN_VEC + k];
+            b[k] = m.ch1[w.u * CN_VEC + k];
+        }
+        frost_io *g = (frost_io *)p.out + cc_goff(&p, &tl, &w, p.out_sn);
+        const frost_io *t = m.x + w.r0 * p.cw + w.u * CN_VEC;
+        const int64_t gstep = (int64_t)w.per * p.c;
+#pragma unroll 4
+        for (int r = w.r0; r < tl.nq; r += w.per, t += w.per * p.cw, g += gstep) {
+            float v[CN_VEC];
+            cn_tile_vec(t, 0, v);
+#pragma unroll
+            for (int k = 0; k < CN_VEC; k++)
+                v[k] = fmaf(v[k], a[k], b[k]);
+            cc_store(&p, g, v);
+        }
+    }
 #endif
+    frost_cluster_wait(); /* no block leaves while another may still read its records */
 }
 
 /* ---- backward --------------------------------------------------------------------------- */
-/* A tile's body, its x and dy in shared memory, ch3 = w_eff and (with both saved
- * statistics) fin = the saved mean and inv_std, the block synchronized: the sums, the
- * cluster's merge, dx; ends with the cluster's wait. */
-FROST_DEVICE void cc_bwd_tile(const cnorm_params *pp, const cnorm_tile *tlp, const cc_map *wp, const cc_smem *mp)
+extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
+    cnorm_cluster_bwd_kernel(const __grid_constant__ cnorm_params p)
 {
-    const cnorm_params &p = *pp;
-    const cnorm_tile &tl = *tlp;
-    const cc_map &w = *wp;
-    const cc_smem &m = *mp;
+    extern __shared__ uint4 cnorm_smem[];
+    cc_smem m;
+    cc_carve(&p, (unsigned char *)cnorm_smem, 2, &m);
+    const cnorm_tile tl = cn_tile(&p, blockIdx.x);
+#if defined(LAYOUT_NCHW)
+    const cc_map w = {0, 0, 0, 0}; /* NCHW walks the tile by warps (ccn_*) */
+#else
+    const cc_map w = cc_map_make(&p);
+#endif
     const int tid = threadIdx.x, cg = p.cg;
+    cc_ramp(&p);
+#if defined(LAYOUT_NCHW)
+    ccn_load(&p, &tl, (const frost_io *)p.x, p.x_sn, m.x);
+    ccn_load(&p, &tl, (const frost_io *)p.dy, p.dy_sn, m.dy);
+#else
+    cc_load(&p, &tl, &w, (const frost_io *)p.x, p.x_sn, m.x);
+    cc_load(&p, &tl, &w, (const frost_io *)p.dy, p.dy_sn, m.dy);
+#endif
+    /* while the tiles land: ch3 = w_eff per channel, and the saved statistics */
     const int both = CNORM_F_SAVED_MEAN | CNORM_F_SAVED_RSTD;
     const bool recompute = (p.flags & both) != both;
+    for (int cl = tid; cl < p.cw; cl += CNC_THREADS)
+        m.ch3[cl] = cn_weight(&p, tl.c0 + cl);
+    if (!recompute)
+        for (int j = tid; j < p.sets; j += CNC_THREADS) {
+            m.fin[2 * j] = p.mean[cn_stat_index(&p, tl.n, tl.c0, j, p.mean_sn, p.mean_ss)];
+            m.fin[2 * j + 1] = p.inv_std[cn_stat_index(&p, tl.n, tl.c0, j, p.inv_sn, p.inv_ss)];
+        }
+    cn_cp_async_wait_all();
+    __syncthreads();
     if (recompute) {               /* per set: the saved mean / inv_std where given, else recomputed (with epsilon) */
         cc_stats(&p, &tl, &w, &m); /* fin = (mean, M2); the A/B barrier below releases rec */
         for (int j = tid; j < p.sets; j += CNC_THREADS) {
@@ -854,40 +716,4 @@ FROST_DEVICE void cc_bwd_tile(const cnorm_params *pp, const cnorm_tile *tlp, con
     }
 #endif
     frost_cluster_wait();
-}
-
-extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, CC_MIN_BLOCKS)
-    cnorm_cluster_bwd_kernel(const __grid_constant__ cnorm_params p)
-{
-    extern __shared__ uint4 cnorm_smem[];
-    cc_smem m;
-    cc_carve(&p, (unsigned char *)cnorm_smem, 2, &m);
-#if defined(LAYOUT_NCHW)
-    const cc_map w = {0, 0, 0, 0}; /* NCHW walks the tile by warps (ccn_*) */
-#else
-    const cc_map w = cc_map_make(&p);
-#endif
-    const int tid = threadIdx.x;
-    const int both = CNORM_F_SAVED_MEAN | CNORM_F_SAVED_RSTD;
-    const bool recompute = (p.flags & both) != both;
-    cc_ramp(&p);
-    const cnorm_tile tl = cn_tile(&p, blockIdx.x);
-#if defined(LAYOUT_NCHW)
-    ccn_load(&p, &tl, (const frost_io *)p.x, p.x_sn, m.x);
-    ccn_load(&p, &tl, (const frost_io *)p.dy, p.dy_sn, m.dy);
-#else
-    cc_load(&p, &tl, &w, (const frost_io *)p.x, p.x_sn, m.x);
-    cc_load(&p, &tl, &w, (const frost_io *)p.dy, p.dy_sn, m.dy);
-#endif
-    /* while the tiles land: ch3 = w_eff per channel, and the saved statistics */
-    for (int cl = tid; cl < p.cw; cl += CNC_THREADS)
-        m.ch3[cl] = cn_weight(&p, tl.c0 + cl);
-    if (!recompute)
-        for (int j = tid; j < p.sets; j += CNC_THREADS) {
-            m.fin[2 * j] = p.mean[cn_stat_index(&p, tl.n, tl.c0, j, p.mean_sn, p.mean_ss)];
-            m.fin[2 * j + 1] = p.inv_std[cn_stat_index(&p, tl.n, tl.c0, j, p.inv_sn, p.inv_ss)];
-        }
-    cn_cp_async_wait_all();
-    __syncthreads();
-    cc_bwd_tile(&p, &tl, &w, &m);
 }

@@ -158,10 +158,9 @@ static frost_status pick_layout(const frost__graph *g, const frost__node *n, con
  * stream path's split entry points: the geometry's count); cluster: > 0 for the cluster
  * path's main kernel (chan_norm_cluster.cu), its blocks per cluster, -1 for the stream path's
  * combined kernel (chan_norm_stream.cu), -2 for its split entry points (ENTRY_MAIN: the
- * statistics, ENTRY_APPLY: the output); pipe: the cluster path's persistent form, its tile
- * buffers (0: one tile a block) */
+ * statistics, ENTRY_APPLY: the output) */
 static void fill_key(frost__kernel_key *k, int backward, int entry, frost_dtype dtype, int kind, int nhwc,
-                     int64_t blocks, int64_t cluster, int held, int pipe)
+                     int64_t blocks, int64_t cluster, int held)
 {
     const int clustered = entry == ENTRY_MAIN && cluster > 0;
     const int streamed = (entry == ENTRY_MAIN || entry == ENTRY_APPLY) && cluster < 0, split = cluster == -2;
@@ -177,8 +176,6 @@ static void fill_key(frost__kernel_key *k, int backward, int entry, frost_dtype 
         frost__key_define(k, "CLUSTER", "%d", (int)cluster);
         if (held) /* NCHW tiles that hold part of their rows (the kernel's other rows are read twice) */
             frost__key_define(k, "HELD", NULL);
-        if (pipe > 0)
-            frost__key_define(k, "PIPE", "%d", pipe);
     } else if (streamed && split)
         frost__key_define(k, "STREAM_BLOCKS", "%d", (int)blocks);
     else if (entry == ENTRY_MAIN && blocks > 1 && !streamed)
@@ -406,7 +403,7 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
     for (int e = 0; e < NUM_ENTRIES; e++)
         if (pl->use[e])
             fill_key(&pl->keys[e], p->backward, e, pl->dtype, pl->kind, nhwc, pl->geo.blocks,
-                     pl->split ? -2 : pl->geo.stream ? -1 : pl->geo.cluster, pl->geo.held != 0, pl->geo.pipe);
+                     pl->split ? -2 : pl->geo.stream ? -1 : pl->geo.cluster, pl->geo.held != 0);
     fill_params(p, pl);
     plan_workspace(pl);
     pl->grid_finalize = (unsigned)frost__cnorm_ceil_div(pl->geo.num_segments * pl->geo.sets, CNORM_FIN_SETS);
@@ -451,21 +448,6 @@ static frost_status cnorm_build(const frost_context *ctx, const frost__node *n, 
             return frost__fail(FROST_INTERNAL, "cuda channel norm: a tile needs %zu bytes of shared memory, %s "
                                                "allows %zu", pl->geo.smem, pl->keys[e].entry,
                                pl->kernels[e]->dyn_smem_set);
-    }
-    if (pl->geo.cluster && pl->geo.pipe) { /* the persistent form: the clusters the device keeps resident */
-        int most = 0;
-        if (frost__kernel_max_clusters(dev, k, (unsigned)pl->geo.cluster, CNC_THREADS, pl->geo.smem,
-                                       &most) != FROST_OK ||
-            most < 1) /* a driver that cannot say: the SMs' slots less a quarter, for clusters that straddle GPCs */
-            most = (int)(blocks_fit(dev, k, CNC_THREADS, pl->geo.smem) * dev->sm_count / pl->geo.cluster * 3 / 4);
-        /* FROST_CNORM_PIPE_CLUSTERS (developer tuning, tests): at most that many clusters, so that
-         * small problems walk several segments a cluster too */
-        const char *cap = getenv("FROST_CNORM_PIPE_CLUSTERS");
-        if (cap && atoi(cap) > 0 && atoi(cap) < most)
-            most = atoi(cap);
-        const int64_t clusters = most < 1 ? 1 : most < pl->geo.num_segments ? most : pl->geo.num_segments;
-        pl->grid_main = (unsigned)(clusters * pl->geo.cluster);
-        return FROST_OK;
     }
     if (pl->geo.cluster) { /* one block per tile; the hardware places whole clusters */
         pl->grid_main = (unsigned)pl->geo.num_tiles;
@@ -594,10 +576,6 @@ static void cnorm_describe(const void *plan, frost__buf *out)
                           pl->nhwc ? "NHWC" : "NCHW", (long long)geo->rows, (long long)geo->cw, geo->smem,
                           (long long)geo->num_segments, (long long)geo->k_tiles, pl->backward ? " and dY" : "",
                           geo->held ? " where shared memory holds it" : "", pl->grid_main, CNC_THREADS);
-        if (geo->pipe)
-            frost__buf_printf(out, "; persistent: %u clusters, the most the device keeps resident, walk the "
-                                   "segments, each block loading its next %d tile%s while it works on one",
-                              pl->grid_main / (unsigned)geo->cluster, geo->pipe - 1, geo->pipe > 2 ? "s" : "");
         if (geo->held)
             frost__buf_printf(out, "; each tile holds its first %lld rows in shared memory and reads the other %lld "
                                    "twice (for the sums, kept in L2, and for the output)",
@@ -697,7 +675,7 @@ int frost__cnorm_cuda_keys(frost__kernel_key *keys, int cap)
                         if (!entry_names[backward][entry])
                             continue;
                         if (count < cap)
-                            fill_key(&keys[count], backward, entry, dtypes[d], kind, nhwc, 1, 0, 0, 0);
+                            fill_key(&keys[count], backward, entry, dtypes[d], kind, nhwc, 1, 0, 0);
                         count++;
                     }
     /* the cluster path: GroupNorm / InstanceNorm in both layouts and BatchNorm NCHW, 1 to
@@ -710,7 +688,7 @@ int frost__cnorm_cuda_keys(frost__kernel_key *keys, int cap)
                         if (kind == FROST__CNORM_BATCH && nhwc)
                             continue;
                         if (count < cap)
-                            fill_key(&keys[count], backward, ENTRY_MAIN, dtypes[d], kind, nhwc, 1, cluster, 0, 0);
+                            fill_key(&keys[count], backward, ENTRY_MAIN, dtypes[d], kind, nhwc, 1, cluster, 0);
                         count++;
                     }
     /* its NCHW tiles that hold part of their rows, always CNC_MAX_CLUSTER a segment */
@@ -718,7 +696,7 @@ int frost__cnorm_cuda_keys(frost__kernel_key *keys, int cap)
         for (size_t d = 0; d < FROST__ARRAY_SIZE(dtypes); d++)
             for (int kind = 0; kind < 3; kind++) {
                 if (count < cap)
-                    fill_key(&keys[count], backward, ENTRY_MAIN, dtypes[d], kind, 0, 1, CNC_MAX_CLUSTER, 1, 0);
+                    fill_key(&keys[count], backward, ENTRY_MAIN, dtypes[d], kind, 0, 1, CNC_MAX_CLUSTER, 1);
                 count++;
             }
     /* the stream path: BatchNorm, NHWC; the combined kernel and the split entry points at the
@@ -728,7 +706,7 @@ int frost__cnorm_cuda_keys(frost__kernel_key *keys, int cap)
             for (int e = 0; e < 3; e++) { /* combined, split statistics, split output */
                 if (count < cap)
                     fill_key(&keys[count], backward, e == 2 ? ENTRY_APPLY : ENTRY_MAIN, dtypes[d],
-                             FROST__CNORM_BATCH, 1, CNS_MIN_BLOCKS, e == 0 ? -1 : -2, 0, 0);
+                             FROST__CNORM_BATCH, 1, CNS_MIN_BLOCKS, e == 0 ? -1 : -2, 0);
                 count++;
             }
     return count;

@@ -38,8 +38,6 @@ typedef struct cnorm_geometry {
     int64_t keep_rows; /* stream path: the rows of a tile whose first read keeps them in L2 for the second */
     int64_t held;      /* NCHW cluster path: the rows of a tile held in shared memory, when fewer than rows (the
                           others are read twice, the second time mostly from L2); else 0 */
-    int pipe;          /* cluster path: > 0 the persistent form (chan_norm_cluster.cu, PIPE), its tile buffers a
-                          block; the grid is as many clusters as the device keeps resident */
     size_t smem;
 } cnorm_geometry;
 

@@ -329,7 +329,7 @@ static int cluster_fits(const cnorm_shape *s, const cnorm_device *dev, int64_t c
     return 1;
 }
 
-static int choose_cluster_tiles(const cnorm_shape *s, const cnorm_device *dev, cnorm_geometry *out)
+int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, cnorm_geometry *out)
 {
     const char *env = getenv("FROST_CNORM_CLUSTER");
     const int64_t window = env_int("FROST_CNORM_WINDOW", 1, INT32_MAX);
@@ -377,39 +377,6 @@ static int choose_cluster_tiles(const cnorm_shape *s, const cnorm_device *dev, c
             if (cluster_fits(s, dev, order[i], k, any, 0, out))
                 return out->num_tiles >= dev->sms;
     return 0;
-}
-
-/* The persistent form of the cluster path's forward (chan_norm_cluster.cu, PIPE): the same
- * tiles, a grid of the clusters the device keeps resident, each block with `bufs` tile
- * buffers (one storing, one reducing, bufs - 2 loading).  FROST_CNORM_PIPE = 3 to 8 asks for
- * that many buffers (0 or unset: the one-tile form).  It needs whole windows of at most
- * CNC_THREADS channels (a thread stages one channel's parameters), tiles held whole, and
- * the buffers within a block's shared memory; the ramp is off (no waves).  The backward
- * keeps one tile a block. */
-static void cluster_pipe(const cnorm_shape *s, const cnorm_device *dev, cnorm_geometry *g)
-{
-    const int64_t bufs = env_int("FROST_CNORM_PIPE", 3, 8);
-    if (!bufs || s->tensors != 1 || g->held || g->cw > CNC_THREADS)
-        return;
-    const int64_t vec = 16 / s->esize, units = s->nhwc ? g->cw / vec : 32;
-    const size_t per_sm = dev->smem_per_sm - dev->reserved, budget = dev->optin < per_sm ? dev->optin : per_sm;
-    const size_t smem = (size_t)CNC_PIPE_SMEM_BYTES(g->rows, g->cw, g->sets, s->esize, s->tensors, units, bufs);
-    if (smem > budget)
-        return;
-    g->pipe = (int)bufs;
-    g->smem = smem;
-    g->blocks = (int64_t)(dev->smem_per_sm / (smem + dev->reserved));
-    g->blocks = g->blocks < 1 ? 1 : g->blocks;
-    g->first_wave = 0;
-    g->ramp_cycles = g->ramp_classes = 0;
-}
-
-int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, cnorm_geometry *out)
-{
-    if (!choose_cluster_tiles(s, dev, out))
-        return 0;
-    cluster_pipe(s, dev, out);
-    return 1;
 }
 
 /* ---- the stream path ---------------------------------------------------------------------

@@ -128,13 +128,6 @@
 #define CNC_SMEM_BYTES(rows, cw, sets, esize, tensors, units)                                                      \
     ((tensors) * CNORM_ALIGN16((uint64_t)(rows) * (uint64_t)(cw) * (uint64_t)(esize)) +                             \
      4ull * (4ull * (uint64_t)(cw) + 8ull * (uint64_t)(sets) + 2ull * (uint64_t)(cw) * (uint64_t)CNC_PHASES(units)))
-/* The cluster path's persistent forward (PIPE = bufs tile buffers, chan_norm_cluster.cu):
- * bufs sets of tiles, a second set of records (4 x cw floats), and per buffer three
- * per-channel float arrays (rounded up to 16 bytes in all). */
-#define CNC_PIPE_SMEM_BYTES(rows, cw, sets, esize, tensors, units, bufs)                                           \
-    (CNC_SMEM_BYTES(rows, cw, sets, esize, tensors, units) +                                                      \
-     ((bufs) - 1ull) * (tensors) * CNORM_ALIGN16((uint64_t)(rows) * (uint64_t)(cw) * (uint64_t)(esize)) +          \
-     4ull * (4ull * (uint64_t)(cw) + (3ull * (uint64_t)(cw) * (uint64_t)(bufs) + 3ull) / 4ull * 4ull))
 
 /* The stream path (chan_norm_stream.cu: BatchNorm training forward and backward with saved
  * statistics, NHWC, 16-byte units): CNC_THREADS-thread blocks, CNS_MIN_BLOCKS per SM (all
@@ -222,12 +215,6 @@ FROST_DEVICE void cn_cp_async_wait_all(void)
 {
     asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
 }
-FROST_DEVICE void cn_cp_async_commit(void)
-{
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-/* Waits until at most n of this thread's committed cp.async groups are still in flight. */
-#define cn_cp_async_wait_prior(n) asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory")
 FROST_DEVICE void cn_prefetch_l2(const void *gmem)
 {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(gmem));
