@@ -94,7 +94,8 @@ static const tile_rule tile_rules[2][3] = {
  * last block short, 0 never; the default spreads with one block an SM; norm_cuda.c), bcl
  * (backward: blocks a cluster that merge their partial rows, 0 / 2 / 4 / 8), block (forward:
  * threads a block, a power of two of whole row groups), preg (forward: 0 loads scale and bias
- * once a row instead of keeping a thread's units in registers, PARAMS_REG in norm_fwd.cu), pf (forward: 0 drops the register
+ * once a row instead of keeping a thread's units in registers, PARAMS_REG in norm_fwd.cu; 2 keeps them
+ * even where held_params_fit expects spills), pf (forward: 0 drops the register
  * prefetch of the next row, NO_PREFETCH), bpreg (backward: 0 loads the scale twice a row
  * instead of holding a thread's units in registers), split (2: rows of 512 threads x 4 units
  * split over clusters of two blocks, ROW_SPLIT, forward too; 0: never; split_rows below),
@@ -372,8 +373,9 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
      * 4096 and 1024 columns, 1.04x at 8192, 1.05x at 16384, 1.09x at 1000; RMSNorm 1.02x at
      * 4096 and 1024, 1.04x at 16384, 1.06x at 1000. */
     const int ln_one_pass = narrow && p->kind == FROST__NORM_LAYER && full_rows;
-    int held = frost__norm_tune("preg", 1) && !p->backward && vector && !plan->looped && !p->per_sample_params;
-    if (held && !held_params_fit(p, plan, fwd_min_blocks(p, plan, wide, narrow, ln_one_pass, 1)))
+    const int preg = frost__norm_tune("preg", 1);
+    int held = preg && !p->backward && vector && !plan->looped && !p->per_sample_params;
+    if (held && preg != 2 && !held_params_fit(p, plan, fwd_min_blocks(p, plan, wide, narrow, ln_one_pass, 1)))
         held = 0;
     plan->params_reg = held;
     plan->minb = fwd_min_blocks(p, plan, wide, narrow, ln_one_pass, held);
