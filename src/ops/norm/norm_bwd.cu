@@ -514,6 +514,19 @@ FROST_DEVICE void bwd_store_block_partials(const norm_bwd_params *p, float *sm, 
 }
 #endif
 
+#if defined(STAGES) && STAGES > 1 && VEC > 1 && !defined(LOOPED)
+/* Starts the copies of row r's x and dy (zeros when r >= end) into ring slot `slot`, as one
+ * cp.async group. */
+FROST_DEVICE void bwd_stage_rows(const norm_bwd_params *p, norm_cell *ring, int slot, int64_t r, int64_t end,
+                                 int lane)
+{
+    const bool ok = r < end;
+    norm_stage_row(ring, slot, 0, 2, (const frost_io *)p->x + (ok ? r : 0) * p->x_row_stride, lane, p->cols, ok);
+    norm_stage_row(ring, slot, 1, 2, (const frost_io *)p->dy + (ok ? r : 0) * p->dy_row_stride, lane, p->cols, ok);
+    norm_cp_async_commit();
+}
+#endif
+
 #if NORM_RANKS == 1
 /* Staged rows: as bwd_rows on the vector path, but the next STAGES - 1 rows of x and dy of
  * each group wait in the shared-memory ring (norm_kernel.cuh); the saved statistics of
@@ -523,7 +536,6 @@ FROST_DEVICE void bwd_rows_staged(const norm_bwd_params *p)
     extern __shared__ norm_cell ring[];
     NORM_RED(red);
     const int group = threadIdx.x / GROUP, lane = threadIdx.x % GROUP;
-    const frost_io *xs = (const frost_io *)p->x, *dys = (const frost_io *)p->dy;
     int64_t start, end;
     bwd_block_rows(p, &start, &end);
     float acc_w[ELEMS], acc_b[ELEMS];
@@ -533,11 +545,7 @@ FROST_DEVICE void bwd_rows_staged(const norm_bwd_params *p)
     int64_t row = start + group;
 #pragma unroll
     for (int s = 0; s < STAGES - 1; s++) {
-        const int64_t r = row + s * ROWS_PER_BLOCK;
-        const bool ok = r < end;
-        norm_stage_row(ring, s, 0, 2, xs + (ok ? r : 0) * p->x_row_stride, lane, p->cols, ok);
-        norm_stage_row(ring, s, 1, 2, dys + (ok ? r : 0) * p->dy_row_stride, lane, p->cols, ok);
-        norm_cp_async_commit();
+        bwd_stage_rows(p, ring, s, row + s * ROWS_PER_BLOCK, end, lane);
     }
     bwd_stats_queue sq;
     bwd_stats_fill(p, &sq, row, ROWS_PER_BLOCK, end);
@@ -546,12 +554,7 @@ FROST_DEVICE void bwd_rows_staged(const norm_bwd_params *p)
     int stage = 0;
     for (int64_t first = start; first < end; first += ROWS_PER_BLOCK, row += ROWS_PER_BLOCK) {
         const bool active = row < end;
-        const int64_t ahead = row + (STAGES - 1) * ROWS_PER_BLOCK;
-        const bool ok = ahead < end;
-        const int fill = stage == 0 ? STAGES - 1 : stage - 1;
-        norm_stage_row(ring, fill, 0, 2, xs + (ok ? ahead : 0) * p->x_row_stride, lane, p->cols, ok);
-        norm_stage_row(ring, fill, 1, 2, dys + (ok ? ahead : 0) * p->dy_row_stride, lane, p->cols, ok);
-        norm_cp_async_commit();
+        bwd_stage_rows(p, ring, stage == 0 ? STAGES - 1 : stage - 1, row + (STAGES - 1) * ROWS_PER_BLOCK, end, lane);
         float mean_s, rstd_s;
         bwd_stats_pop(p, &sq, row + BWD_STATS_AHEAD * ROWS_PER_BLOCK, end, &mean_s, &rstd_s);
         norm_cp_async_wait_ring();
@@ -592,7 +595,6 @@ FROST_DEVICE void bwd_rows_split(const norm_bwd_params *p)
     extern __shared__ norm_cell ring[];
     NORM_RED(red);
     const int lane = threadIdx.x;
-    const frost_io *xs = (const frost_io *)p->x, *dys = (const frost_io *)p->dy;
     int64_t start, end;
     bwd_block_rows(p, &start, &end);
     float acc_w[ELEMS], acc_b[ELEMS];
@@ -601,11 +603,7 @@ FROST_DEVICE void bwd_rows_split(const norm_bwd_params *p)
         acc_w[i] = acc_b[i] = 0.0f;
 #pragma unroll
     for (int s = 0; s < STAGES; s++) {
-        const int64_t r = start + s;
-        const bool ok = r < end;
-        norm_stage_row(ring, s, 0, 2, xs + (ok ? r : 0) * p->x_row_stride, lane, p->cols, ok);
-        norm_stage_row(ring, s, 1, 2, dys + (ok ? r : 0) * p->dy_row_stride, lane, p->cols, ok);
-        norm_cp_async_commit();
+        bwd_stage_rows(p, ring, s, start + s, end, lane);
     }
     bwd_stats_queue sq;
     bwd_stats_fill(p, &sq, start, 1, end);
@@ -649,11 +647,7 @@ FROST_DEVICE void bwd_rows_split(const norm_bwd_params *p)
             bwd_write_dx(p->scale, hw, x, dy, (frost_io *)p->dx + prev * p->dx_row_stride, lane, p->cols, 0,
                          prev_mean, prev_rstd, mg, mgx, VEC, NV, acc_w, acc_b);
             /* every thread reads only its own cells: its slot is free for row prev + STAGES */
-            const int64_t ahead = prev + STAGES;
-            const bool ok = ahead < end;
-            norm_stage_row(ring, prev_stage, 0, 2, xs + (ok ? ahead : 0) * p->x_row_stride, lane, p->cols, ok);
-            norm_stage_row(ring, prev_stage, 1, 2, dys + (ok ? ahead : 0) * p->dy_row_stride, lane, p->cols, ok);
-            norm_cp_async_commit();
+            bwd_stage_rows(p, ring, prev_stage, prev + STAGES, end, lane);
         }
         prev_stage = stage;
         prev_mean = mean;
