@@ -189,15 +189,31 @@ __device__ __forceinline__ int merge_lanes(int sets)
     return l;
 }
 
-template <int MINB>
-__global__ void __launch_bounds__(THREADS, MINB) span_fwd(Params p)
+/* The block's ticket (every smaller one has started) and its place. */
+__device__ Place draw(const Params &p)
 {
-    extern __shared__ uint4 smem[];
     __shared__ int ticket;
     if (threadIdx.x == 0)
         ticket = (int)atomicAdd(p.ctr, 1u);
     __syncthreads();
-    const Place q = place(p, ticket);
+    return place(p, ticket);
+}
+
+/* Set j's records i0, i0 + lanes, ... (8 of them, zeros past the segment's k) with all
+ * eight loads in flight. */
+__device__ __forceinline__ void load_recs(const Params &p, const Place &q, int j, int i0, int lanes, float4 r[8])
+{
+#pragma unroll
+    for (int t = 0; t < 8; t++)
+        r[t] = i0 + t * lanes < p.k ? __ldcg(p.rec + ((size_t)q.seg * p.k + i0 + t * lanes) * q.sets + j)
+                                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+
+template <int MINB>
+__global__ void __launch_bounds__(THREADS, MINB) span_fwd(Params p)
+{
+    extern __shared__ uint4 smem[];
+    const Place q = draw(p);
     bf16 *tile = (bf16 *)smem;
     float *ch0 = (float *)(tile + p.rows * p.cw), *ch1 = ch0 + p.cw;
     float *fin = ch1 + p.cw, *wv = fin + 2 * q.sets, *bv = wv + p.cw;
@@ -250,10 +266,7 @@ __global__ void __launch_bounds__(THREADS, MINB) span_fwd(Params p)
         if (j < q.sets)
             for (int i0 = l; i0 < p.k; i0 += 8 * lanes) { /* 8 loads in flight, merged in order */
                 float4 r[8];
-#pragma unroll
-                for (int t = 0; t < 8; t++)
-                    r[t] = i0 + t * lanes < p.k ? __ldcg(p.rec + ((size_t)q.seg * p.k + i0 + t * lanes) * q.sets + j)
-                                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                load_recs(p, q, j, i0, lanes, r);
 #pragma unroll
                 for (int t = 0; t < 8; t++)
                     st = merge(st, Stat{r[t].x, r[t].y, r[t].z});
@@ -299,11 +312,7 @@ template <int MINB>
 __global__ void __launch_bounds__(THREADS, MINB) span_bwd(Params p)
 {
     extern __shared__ uint4 smem[];
-    __shared__ int ticket;
-    if (threadIdx.x == 0)
-        ticket = (int)atomicAdd(p.ctr, 1u);
-    __syncthreads();
-    const Place q = place(p, ticket);
+    const Place q = draw(p);
     bf16 *tx = (bf16 *)smem, *tdy = tx + p.rows * p.cw;
     float *ch0 = (float *)(tdy + p.rows * p.cw), *ch1 = ch0 + p.cw;
     float *fin = ch1 + p.cw, *wv = fin + 2 * q.sets, *ab = wv + p.cw;
@@ -363,10 +372,7 @@ __global__ void __launch_bounds__(THREADS, MINB) span_bwd(Params p)
         if (j < q.sets)
             for (int i0 = l; i0 < p.k; i0 += 8 * lanes) {
                 float4 r[8];
-#pragma unroll
-                for (int t = 0; t < 8; t++)
-                    r[t] = i0 + t * lanes < p.k ? __ldcg(p.rec + ((size_t)q.seg * p.k + i0 + t * lanes) * q.sets + j)
-                                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                load_recs(p, q, j, i0, lanes, r);
 #pragma unroll
                 for (int t = 0; t < 8; t++)
                     sa += r[t].x, sb += r[t].y;
