@@ -594,17 +594,21 @@ int main()
             if (only && strcmp(only, bwd ? "bwd" : "fwd") != 0)
                 continue;
             for (int kb : {32, 64, 128})
-                for (int minb : {2, 3})
-                    for (int batch : {4, 8})
+                for (int minb : {2, 3, 4})
+                    for (int batch : {2, 4, 8})
                         for (int lagf : {0, 1, 2}) { /* lag: 0, grid / 2, grid tickets */
                             const int tensors = bwd ? 2 : 1;
                             const int rows = kb * 1024 / (tensors * sh.c * 2), k = sh.hw / rows, per = THREADS / (sh.c / 8);
                             if (sh.hw % rows || rows % (per * batch) || k >= QN)
                                 continue;
-                            if (bwd && batch == 8 && minb == 3)
+                            /* forward batches 4 or 8 (4 only at four blocks an SM), backward 2 to 8 (2 at four,
+                             * 8 at two) */
+                            if (bwd ? (batch == 8 && minb != 2) || (batch == 2 && minb != 4) || (minb == 4 && batch != 2)
+                                    : batch == 2 || (minb == 4 && batch != 4))
                                 continue;
-                            Kern kern = minb == 2 ? (batch == 4 ? pick<2, 4>(bwd) : pick<2, 8>(bwd))
-                                                  : (batch == 4 ? pick<3, 4>(bwd) : pick<3, 8>(bwd));
+                            Kern kern = minb == 4   ? (batch == 2 ? pick<4, 2>(bwd) : pick<4, 4>(bwd))
+                                        : minb == 3 ? (batch == 4 ? pick<3, 4>(bwd) : pick<3, 8>(bwd))
+                                                    : (batch == 4 ? pick<2, 4>(bwd) : pick<2, 8>(bwd));
                             const size_t smem = bwd ? (size_t)2 * (per + 1) * sh.c * 4 : 0;
                             if (smem > 48 * 1024)
                                 CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
