@@ -19,27 +19,19 @@
  * a drawn ticket's statistics never wait.  What is kept in L2 is the tiles between their two
  * reads: about (grid + lag + tiles a sample) tiles.
  *
- * The backward (saved mean and rstd given) does the same over x and dy: per group
- * A = sum w dy and B = sum w dy (x - mean) from the first read, then
- * dx = dy (r w) - x (r^3 B / M) + (mean r^3 B / M - r A / M) from the second.  Each tile
- * stores its per-channel (sum dy, sum dy x_hat); the block that writes tile kt's output
- * merges channels c = kt (mod k) over the sample's tiles in order, and a last small launch
- * adds the samples in order: d_bias and d_scale are bitwise repeatable.
+ * The forward only: it ran at 0.79-0.86x of the cluster path (docs/PERF.md, 2026-12-05).
  *
  *   nvcc -arch=sm_90a -O3 -o gn_l2 bench/gn_l2.cu && ./gn_l2
  *
  * Prints, per shape and setting, the median of 40 launches (after 10 warm-ups, three buffer
- * sets rotated; the counters' memset and the backward's last launch inside the timed span)
- * and GB/s counting x + y (forward) or x + dy + dx (backward), after checking samples 0 and
- * N - 1 against a double-precision host reference (y or dx, mean, rstd, the per-sample
- * d_bias / d_scale).  GL2_ONLY=fwd|bwd runs one direction.
+ * sets rotated; the counters' memset inside the timed span) and GB/s counting x + y, after
+ * checking y, mean and rstd of samples 0 and N - 1 against a double-precision host reference.
  */
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <vector>
@@ -58,13 +50,11 @@ constexpr int QN = 128; /* queued tickets a block may hold; must exceed the tile
 typedef __nv_bfloat16 bf16;
 
 struct Params {
-    const bf16 *x, *dy;
+    const bf16 *x;
     bf16 *out;
     const float *w, *b;
-    float *mean, *rstd; /* [N][G]: written by the forward, read by the backward */
-    float2 *rec;        /* [tiles][G]: forward (mean, M2), backward (A, B) */
-    float2 *drec;       /* [tiles][C]: backward (sum dy, sum dy x_hat) of a tile */
-    float2 *dsn;        /* [N][C]: the same summed over a sample's tiles */
+    float *mean, *rstd; /* [N][G] */
+    float2 *rec;        /* [tiles][G]: a tile's (mean, M2) of each group */
     unsigned *ctr;      /* [0]: tickets, [1 + n]: arrivals at sample n */
     int n, c, hw, g, rows, k, tiles, lag;
     float eps;
@@ -353,173 +343,6 @@ __global__ void __launch_bounds__(THREADS, MINB) l2_fwd(Params p)
 #undef FWD_APPLY
 }
 
-/* ---------------------------------------------------------------- backward */
-
-template <int BATCH>
-__device__ void bwd_stats(const Params &p, const Map &m, int t, const float w[8], float *cha, float *chb)
-{
-    const int n = t / p.k;
-    const float mu = p.mean[n * p.g + m.j], rs = p.rstd[n * p.g + m.j];
-    const uint64_t keep = policy(true);
-    const size_t base = tile_elem(p, m, t), step = (size_t)m.per * p.c;
-    const int R = p.rows / m.per;
-    float a[8], bb[8];
-#pragma unroll
-    for (int e = 0; e < 8; e++)
-        a[e] = bb[e] = 0.0f;
-    for (int i0 = 0; i0 < R; i0 += BATCH) {
-        uint4 qx[BATCH], qd[BATCH];
-#pragma unroll
-        for (int e = 0; e < BATCH; e++) {
-            qx[e] = ldg(p.x + base + (size_t)(i0 + e) * step, keep);
-            qd[e] = ldg(p.dy + base + (size_t)(i0 + e) * step, keep);
-        }
-#pragma unroll
-        for (int e = 0; e < BATCH; e++) {
-            float vx[8], vd[8];
-            unpack8(qx[e], vx);
-            unpack8(qd[e], vd);
-#pragma unroll
-            for (int h = 0; h < 8; h++) {
-                a[h] += vd[h];
-                bb[h] = fmaf(vd[h], vx[h] - mu, bb[h]);
-            }
-        }
-    }
-    /* per channel over the block's row lanes, in order */
-#pragma unroll
-    for (int e = 0; e < 8; e++) {
-        cha[m.r0 * p.c + m.u * 8 + e] = a[e];
-        chb[m.r0 * p.c + m.u * 8 + e] = bb[e];
-    }
-    __syncthreads();
-    float *tota = cha + m.per * p.c, *totb = chb + m.per * p.c;
-    for (int c = threadIdx.x; c < p.c; c += THREADS) {
-        float sa = cha[c], sb = chb[c];
-        for (int r = 1; r < m.per; r++)
-            sa += cha[r * p.c + c], sb += chb[r * p.c + c];
-        tota[c] = sa, totb[c] = sb;
-        p.drec[(size_t)t * p.c + c] = make_float2(sa, sb * rs);
-    }
-    __syncthreads();
-    if ((int)threadIdx.x < p.g) {
-        float sa = 0.0f, sb = 0.0f;
-        for (int h = 0; h < m.cg; h++) {
-            const int c = threadIdx.x * m.cg + h;
-            const float wc = p.w[c];
-            sa = fmaf(wc, tota[c], sa);
-            sb = fmaf(wc, totb[c], sb);
-        }
-        p.rec[(size_t)t * p.g + threadIdx.x] = make_float2(sa, sb);
-    }
-    arrive(p, t);
-}
-
-template <int BATCH>
-__device__ void bwd_apply(const Params &p, const Map &m, int t, const float w[8], float2 *fin)
-{
-    const int n = t / p.k, kt = t % p.k;
-    wait_sample(p, n);
-    const int L = THREADS / p.g;
-    const float inv_m = 1.0f / ((float)m.cg * (float)p.hw);
-    {
-        const int j = threadIdx.x / L, l = threadIdx.x % L;
-        float sa = 0.0f, sb = 0.0f;
-        const float2 *r = p.rec + (size_t)n * p.k * p.g + j;
-        for (int i0 = l; i0 < p.k; i0 += 8 * L) {
-            float2 v[8];
-#pragma unroll
-            for (int e = 0; e < 8; e++)
-                v[e] = i0 + e * L < p.k ? __ldcg(r + (size_t)(i0 + e * L) * p.g) : make_float2(0.0f, 0.0f);
-#pragma unroll
-            for (int e = 0; e < 8; e++)
-                sa += v[e].x, sb += v[e].y;
-        }
-        for (int off = L / 2; off > 0; off /= 2) {
-            sa += __shfl_xor_sync(0xffffffffu, sa, off);
-            sb += __shfl_xor_sync(0xffffffffu, sb, off);
-        }
-        if (l == 0) {
-            const float mu = p.mean[n * p.g + j], rs = p.rstd[n * p.g + j], cx = rs * rs * rs * sb * inv_m;
-            fin[2 * j] = make_float2(cx, fmaf(mu, cx, -rs * sa * inv_m));
-            fin[2 * j + 1] = make_float2(rs, 0.0f);
-        }
-    }
-    /* this tile's share of the per-sample d_bias / d_scale: channels c = kt (mod k) */
-    for (int c = kt + (int)threadIdx.x * p.k; c < p.c; c += THREADS * p.k) {
-        float2 s = make_float2(0.0f, 0.0f);
-        const float2 *d = p.drec + (size_t)n * p.k * p.c + c;
-#pragma unroll 8
-        for (int i = 0; i < p.k; i++) {
-            const float2 v = __ldcg(d + (size_t)i * p.c);
-            s.x += v.x, s.y += v.y;
-        }
-        p.dsn[(size_t)n * p.c + c] = s;
-    }
-    __syncthreads();
-    const float2 f = fin[2 * m.j];
-    const float rs = fin[2 * m.j + 1].x;
-    float cdy[8];
-#pragma unroll
-    for (int e = 0; e < 8; e++)
-        cdy[e] = rs * w[e];
-    const uint64_t drop = policy(false);
-    const size_t base = tile_elem(p, m, t), step = (size_t)m.per * p.c;
-    const int R = p.rows / m.per;
-    for (int i0 = 0; i0 < R; i0 += BATCH) {
-        uint4 qx[BATCH], qd[BATCH];
-#pragma unroll
-        for (int e = 0; e < BATCH; e++) {
-            qx[e] = ldg(p.x + base + (size_t)(i0 + e) * step, drop);
-            qd[e] = ldg(p.dy + base + (size_t)(i0 + e) * step, drop);
-        }
-#pragma unroll
-        for (int e = 0; e < BATCH; e++) {
-            float vx[8], vd[8];
-            unpack8(qx[e], vx);
-            unpack8(qd[e], vd);
-#pragma unroll
-            for (int h = 0; h < 8; h++)
-                vx[h] = fmaf(vd[h], cdy[h], fmaf(-vx[h], f.x, f.y));
-            stg_stream(p.out + base + (size_t)(i0 + e) * step, pack8(vx));
-        }
-    }
-}
-
-template <int MINB, int BATCH>
-__global__ void __launch_bounds__(THREADS, MINB) l2_bwd(Params p)
-{
-    extern __shared__ float chs[]; /* 2 x (per + 1) x C floats */
-    __shared__ float2 fin[128];
-    const Map m = map_make(p);
-    float *cha = chs, *chb = chs + (m.per + 1) * p.c;
-    float w[8];
-#pragma unroll
-    for (int e = 0; e < 8; e++)
-        w[e] = p.w[m.u * 8 + e];
-#define BWD_APPLY(f)                                                                                              \
-    do {                                                                                                          \
-        __syncthreads();                                                                                          \
-        bwd_apply<BATCH>(p, m, f, w, fin);                                                                        \
-    } while (0)
-    TICKET_LOOP(bwd_stats<BATCH>(p, m, t, w, cha, chb), BWD_APPLY)
-#undef BWD_APPLY
-}
-
-/* d_bias[c] = sum over samples of dsn[n][c].x, d_scale[c] the same of .y, in sample order. */
-__global__ void bwd_final(const float2 *dsn, int n, int c, float *db, float *dw)
-{
-    const int ch = blockIdx.x * blockDim.x + threadIdx.x;
-    if (ch >= c)
-        return;
-    float a = 0.0f, b = 0.0f;
-    for (int i = 0; i < n; i++) {
-        const float2 v = dsn[(size_t)i * c + ch];
-        a += v.x, b += v.y;
-    }
-    db[ch] = a, dw[ch] = b;
-}
-
 /* ---------------------------------------------------------------- host */
 
 __global__ void fill(bf16 *p, size_t n, uint32_t seed, float offset)
@@ -544,182 +367,118 @@ struct Shape {
 
 typedef void (*Kern)(Params);
 
-template <int MINB, int BATCH>
-static Kern pick(bool bwd)
-{
-    return bwd ? l2_bwd<MINB, BATCH> : l2_fwd<MINB, BATCH>;
-}
-
 int main()
 {
     const int G = 32;
     const Shape shapes[] = {{32, 512, 4096}, {128, 256, 1024}};
-    const char *only = getenv("GL2_ONLY");
     int sms = 0;
     CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    printf("%-14s %4s %5s %5s %4s %5s %5s %5s %9s %8s %s\n", "shape", "dir", "rows", "tiles", "minb", "batch", "grid",
-           "lag", "us", "GB/s", "check");
+    printf("%-14s %5s %5s %4s %5s %5s %5s %9s %8s %s\n", "shape", "rows", "tiles", "minb", "batch", "grid", "lag", "us",
+           "GB/s", "check");
     int bad = 0;
     for (const Shape &sh : shapes) {
         const size_t elems = (size_t)sh.n * sh.c * sh.hw, bytes = elems * 2;
         const int sets_n = 3;
-        bf16 *x[sets_n], *dy[sets_n], *out, *yf;
+        bf16 *x[sets_n], *y;
         for (int i = 0; i < sets_n; i++) {
             CHECK(cudaMalloc(&x[i], bytes));
-            CHECK(cudaMalloc(&dy[i], bytes));
             fill<<<1024, 256>>>(x[i], elems, 17u + i, 0.5f);
-            fill<<<1024, 256>>>(dy[i], elems, 91u + i, 0.0f);
         }
-        CHECK(cudaMalloc(&out, bytes));
-        CHECK(cudaMalloc(&yf, bytes));
-        float *w, *b, *mean, *rstd, *db, *dw;
-        float2 *rec, *drec, *dsn;
+        CHECK(cudaMalloc(&y, bytes));
+        float *w, *b, *mean, *rstd;
+        float2 *rec;
         unsigned *ctr;
         std::vector<float> hw_(sh.c), hb_(sh.c);
         for (int c = 0; c < sh.c; c++)
             hw_[c] = 0.5f + 0.001f * c, hb_[c] = 0.01f * (c % 7) - 0.03f;
         CHECK(cudaMalloc(&w, sh.c * 4));
         CHECK(cudaMalloc(&b, sh.c * 4));
-        CHECK(cudaMalloc(&db, sh.c * 4));
-        CHECK(cudaMalloc(&dw, sh.c * 4));
         CHECK(cudaMemcpy(w, hw_.data(), sh.c * 4, cudaMemcpyHostToDevice));
         CHECK(cudaMemcpy(b, hb_.data(), sh.c * 4, cudaMemcpyHostToDevice));
         CHECK(cudaMalloc(&mean, sh.n * G * 4));
         CHECK(cudaMalloc(&rstd, sh.n * G * 4));
         CHECK(cudaMalloc(&rec, (size_t)8 << 20));
-        CHECK(cudaMalloc(&drec, (size_t)64 << 20));
-        CHECK(cudaMalloc(&dsn, (size_t)sh.n * sh.c * 8));
         CHECK(cudaMalloc(&ctr, 1 << 20));
-        for (int bwd = 0; bwd < 2; bwd++) {
-            if (only && strcmp(only, bwd ? "bwd" : "fwd") != 0)
-                continue;
-            for (int kb : {32, 64, 128})
-                for (int minb : {2, 3, 4})
-                    for (int batch : {2, 4, 8})
-                        for (int lagf : {0, 1, 2}) { /* lag: 0, grid / 2, grid tickets */
-                            const int tensors = bwd ? 2 : 1;
-                            const int rows = kb * 1024 / (tensors * sh.c * 2), k = sh.hw / rows, per = THREADS / (sh.c / 8);
-                            if (sh.hw % rows || rows % (per * batch) || k >= QN)
-                                continue;
-                            /* forward batches 4 or 8 (4 only at four blocks an SM), backward 2 to 8 (2 at four,
-                             * 8 at two) */
-                            if (bwd ? (batch == 8 && minb != 2) || (batch == 2 && minb != 4) || (minb == 4 && batch != 2)
-                                    : batch == 2 || (minb == 4 && batch != 4))
-                                continue;
-                            Kern kern = minb == 4   ? (batch == 2 ? pick<4, 2>(bwd) : pick<4, 4>(bwd))
-                                        : minb == 3 ? (batch == 4 ? pick<3, 4>(bwd) : pick<3, 8>(bwd))
-                                                    : (batch == 4 ? pick<2, 4>(bwd) : pick<2, 8>(bwd));
-                            const size_t smem = bwd ? (size_t)2 * (per + 1) * sh.c * 4 : 0;
-                            if (smem > 48 * 1024)
-                                CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-                            int occ = 0;
-                            CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, THREADS, smem));
-                            const int grid = occ * sms, tiles = sh.n * k;
-                            Params p = {};
-                            p.w = w, p.b = b, p.mean = mean, p.rstd = rstd, p.rec = rec, p.drec = drec, p.dsn = dsn;
-                            p.ctr = ctr;
-                            p.n = sh.n, p.c = sh.c, p.hw = sh.hw, p.g = G, p.rows = rows, p.k = k, p.tiles = tiles;
-                            p.lag = lagf * grid / 2, p.eps = 1e-5f;
-                            p.out = bwd ? out : yf;
-                            cudaEvent_t e0, e1;
-                            CHECK(cudaEventCreate(&e0));
-                            CHECK(cudaEventCreate(&e1));
-                            std::vector<float> tm;
-                            for (int it = 0; it < 50; it++) {
-                                p.x = x[it % sets_n], p.dy = dy[it % sets_n];
-                                if (bwd) { /* the forward of this set gives the saved statistics */
-                                    Params f = p;
-                                    f.out = yf;
-                                    f.rows = 64 * 1024 / (sh.c * 2), f.k = sh.hw / f.rows, f.tiles = sh.n * f.k, f.lag = 0;
-                                    CHECK(cudaMemsetAsync(ctr, 0, (1 + sh.n) * 4));
-                                    l2_fwd<2, 8><<<2 * sms, THREADS>>>(f);
-                                }
-                                CHECK(cudaEventRecord(e0));
-                                CHECK(cudaMemsetAsync(ctr, 0, (1 + sh.n) * 4));
-                                kern<<<grid, THREADS, smem>>>(p);
-                                if (bwd)
-                                    bwd_final<<<(sh.c + 127) / 128, 128>>>(dsn, sh.n, sh.c, db, dw);
-                                CHECK(cudaEventRecord(e1));
-                                CHECK(cudaEventSynchronize(e1));
-                                float ms;
-                                CHECK(cudaEventElapsedTime(&ms, e0, e1));
-                                if (it >= 10)
-                                    tm.push_back(ms);
-                            }
-                            CHECK(cudaGetLastError());
-                            CHECK(cudaEventDestroy(e0));
-                            CHECK(cudaEventDestroy(e1));
-                            std::sort(tm.begin(), tm.end());
-                            const float med = tm[tm.size() / 2];
-                            /* check samples 0 and n - 1 of the last launch's set */
-                            const int set = 49 % sets_n;
-                            const size_t sample = (size_t)sh.c * sh.hw;
-                            std::vector<bf16> hx(sample), hd(sample), ho(sample);
-                            std::vector<float> hm(sh.n * G), hr(sh.n * G);
-                            std::vector<float2> hdsn((size_t)sh.n * sh.c);
-                            CHECK(cudaMemcpy(hm.data(), mean, hm.size() * 4, cudaMemcpyDeviceToHost));
-                            CHECK(cudaMemcpy(hr.data(), rstd, hr.size() * 4, cudaMemcpyDeviceToHost));
-                            CHECK(cudaMemcpy(hdsn.data(), dsn, hdsn.size() * 8, cudaMemcpyDeviceToHost));
-                            double worst = 0.0;
-                            const int cg = sh.c / G;
-                            for (int n : {0, sh.n - 1}) {
-                                CHECK(cudaMemcpy(hx.data(), x[set] + n * sample, sample * 2, cudaMemcpyDeviceToHost));
-                                CHECK(cudaMemcpy(hd.data(), dy[set] + n * sample, sample * 2, cudaMemcpyDeviceToHost));
-                                CHECK(cudaMemcpy(ho.data(), p.out + n * sample, sample * 2, cudaMemcpyDeviceToHost));
-                                for (int gi = 0; gi < G; gi++) {
-                                    double s = 0, s2 = 0;
-                                    const double mm = (double)cg * sh.hw;
-                                    for (int px = 0; px < sh.hw; px++)
-                                        for (int cc = 0; cc < cg; cc++) {
-                                            const double v = host_bf(hx[(size_t)px * sh.c + gi * cg + cc]);
-                                            s += v, s2 += v * v;
-                                        }
-                                    const double mu = s / mm, var = s2 / mm - mu * mu, r = 1.0 / sqrt(var + 1e-5);
-                                    worst = std::max(worst, fabs(hm[n * G + gi] - mu) / (1.0 + fabs(mu)));
-                                    worst = std::max(worst, fabs(hr[n * G + gi] - r) / r);
-                                    double A = 0, B = 0;
-                                    std::vector<double> cdb(cg, 0.0), cds(cg, 0.0);
-                                    if (bwd)
-                                        for (int px = 0; px < sh.hw; px++)
-                                            for (int cc = 0; cc < cg; cc++) {
-                                                const size_t e = (size_t)px * sh.c + gi * cg + cc;
-                                                const double wc = hw_[gi * cg + cc], d = host_bf(hd[e]);
-                                                A += wc * d, B += wc * d * (host_bf(hx[e]) - mu);
-                                                cdb[cc] += d, cds[cc] += d * (host_bf(hx[e]) - mu) * r;
-                                            }
-                                    for (int cc = 0; bwd && cc < cg; cc++) {
-                                        const float2 g2 = hdsn[(size_t)n * sh.c + gi * cg + cc];
-                                        const double scale = 1.0 + sqrt((double)sh.hw);
-                                        worst = std::max(worst, fabs(g2.x - cdb[cc]) / scale);
-                                        worst = std::max(worst, fabs(g2.y - cds[cc]) / scale);
-                                    }
-                                    for (int px = 0; px < sh.hw; px++)
-                                        for (int cc = 0; cc < cg; cc++) {
-                                            const int c = gi * cg + cc;
-                                            const size_t e = (size_t)px * sh.c + c;
-                                            const double xh = (host_bf(hx[e]) - mu) * r;
-                                            const double ref = bwd ? r * (hw_[c] * host_bf(hd[e]) - A / mm - xh * r * B / mm)
-                                                                   : xh * hw_[c] + hb_[c];
-                                            worst = std::max(worst, fabs(host_bf(ho[e]) - ref) / (1.0 + fabs(ref)));
-                                        }
-                                }
-                            }
-                            const bool ok = worst < 2e-2;
-                            bad += !ok;
-                            char name[32];
-                            snprintf(name, sizeof name, "%dx%dx%d", sh.n, sh.c, sh.hw);
-                            printf("%-14s %4s %5d %5d %4d %5d %5d %5d %9.1f %8.0f %s (%.1e)\n", name,
-                                   bwd ? "bwd" : "fwd", rows, k, minb, batch, grid, p.lag, med * 1e3,
-                                   (2.0 + bwd) * bytes / (med * 1e-3) / 1e9, ok ? "ok" : "FAIL", worst);
-                            fflush(stdout);
+        for (int kb : {32, 64, 128})
+            for (int minb : {2, 3, 4})
+                for (int batch : {4, 8})
+                    for (int lagf : {0, 1, 2}) { /* lag: 0, grid / 2, grid tickets */
+                        const int rows = kb * 1024 / (sh.c * 2), k = sh.hw / rows, per = THREADS / (sh.c / 8);
+                        if (sh.hw % rows || rows % (per * batch) || k >= QN || (minb == 4 && batch != 4))
+                            continue;
+                        Kern kern = minb == 4   ? l2_fwd<4, 4>
+                                    : minb == 3 ? (batch == 4 ? l2_fwd<3, 4> : l2_fwd<3, 8>)
+                                                : (batch == 4 ? l2_fwd<2, 4> : l2_fwd<2, 8>);
+                        int occ = 0;
+                        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, THREADS, 0));
+                        const int grid = occ * sms;
+                        Params p = {};
+                        p.w = w, p.b = b, p.mean = mean, p.rstd = rstd, p.rec = rec, p.ctr = ctr, p.out = y;
+                        p.n = sh.n, p.c = sh.c, p.hw = sh.hw, p.g = G, p.rows = rows, p.k = k, p.tiles = sh.n * k;
+                        p.lag = lagf * grid / 2, p.eps = 1e-5f;
+                        cudaEvent_t e0, e1;
+                        CHECK(cudaEventCreate(&e0));
+                        CHECK(cudaEventCreate(&e1));
+                        std::vector<float> tm;
+                        for (int it = 0; it < 50; it++) {
+                            p.x = x[it % sets_n];
+                            CHECK(cudaEventRecord(e0));
+                            CHECK(cudaMemsetAsync(ctr, 0, (1 + sh.n) * 4));
+                            kern<<<grid, THREADS>>>(p);
+                            CHECK(cudaEventRecord(e1));
+                            CHECK(cudaEventSynchronize(e1));
+                            float ms;
+                            CHECK(cudaEventElapsedTime(&ms, e0, e1));
+                            if (it >= 10)
+                                tm.push_back(ms);
                         }
-        }
-        for (int i = 0; i < sets_n; i++) {
+                        CHECK(cudaGetLastError());
+                        CHECK(cudaEventDestroy(e0));
+                        CHECK(cudaEventDestroy(e1));
+                        std::sort(tm.begin(), tm.end());
+                        const float med = tm[tm.size() / 2];
+                        /* check samples 0 and n - 1 of the last launch's set */
+                        const int set = 49 % sets_n, cg = sh.c / G;
+                        const size_t sample = (size_t)sh.c * sh.hw;
+                        std::vector<bf16> hx(sample), ho(sample);
+                        std::vector<float> hm(sh.n * G), hr(sh.n * G);
+                        CHECK(cudaMemcpy(hm.data(), mean, hm.size() * 4, cudaMemcpyDeviceToHost));
+                        CHECK(cudaMemcpy(hr.data(), rstd, hr.size() * 4, cudaMemcpyDeviceToHost));
+                        double worst = 0.0;
+                        for (int n : {0, sh.n - 1}) {
+                            CHECK(cudaMemcpy(hx.data(), x[set] + n * sample, sample * 2, cudaMemcpyDeviceToHost));
+                            CHECK(cudaMemcpy(ho.data(), y + n * sample, sample * 2, cudaMemcpyDeviceToHost));
+                            for (int gi = 0; gi < G; gi++) {
+                                double s = 0, s2 = 0;
+                                const double mm = (double)cg * sh.hw;
+                                for (int px = 0; px < sh.hw; px++)
+                                    for (int cc = 0; cc < cg; cc++) {
+                                        const double v = host_bf(hx[(size_t)px * sh.c + gi * cg + cc]);
+                                        s += v, s2 += v * v;
+                                    }
+                                const double mu = s / mm, var = s2 / mm - mu * mu, r = 1.0 / sqrt(var + 1e-5);
+                                worst = std::max(worst, fabs(hm[n * G + gi] - mu) / (1.0 + fabs(mu)));
+                                worst = std::max(worst, fabs(hr[n * G + gi] - r) / r);
+                                for (int px = 0; px < sh.hw; px++)
+                                    for (int cc = 0; cc < cg; cc++) {
+                                        const int c = gi * cg + cc;
+                                        const size_t e = (size_t)px * sh.c + c;
+                                        const double ref = (host_bf(hx[e]) - mu) * r * hw_[c] + hb_[c];
+                                        worst = std::max(worst, fabs(host_bf(ho[e]) - ref) / (1.0 + fabs(ref)));
+                                    }
+                            }
+                        }
+                        const bool ok = worst < 2e-2;
+                        bad += !ok;
+                        char name[32];
+                        snprintf(name, sizeof name, "%dx%dx%d", sh.n, sh.c, sh.hw);
+                        printf("%-14s %5d %5d %4d %5d %5d %5d %9.1f %8.0f %s (%.1e)\n", name, rows, k, minb, batch, grid,
+                               p.lag, med * 1e3, 2.0 * bytes / (med * 1e-3) / 1e9, ok ? "ok" : "FAIL", worst);
+                        fflush(stdout);
+                    }
+        for (int i = 0; i < sets_n; i++)
             CHECK(cudaFree(x[i]));
-            CHECK(cudaFree(dy[i]));
-        }
-        for (void *q : {(void *)out, (void *)yf, (void *)w, (void *)b, (void *)db, (void *)dw, (void *)mean,
-                        (void *)rstd, (void *)rec, (void *)drec, (void *)dsn, (void *)ctr})
+        for (void *q : {(void *)y, (void *)w, (void *)b, (void *)mean, (void *)rstd, (void *)rec, (void *)ctr})
             CHECK(cudaFree(q));
     }
     return bad ? 1 : 0;
