@@ -4,12 +4,13 @@
  * else: no shared memory, no block barrier, no grid stride.  A stand-alone measurement of
  * what a dedicated short-row kernel gives against frost's general row kernel.
  *
- * A lane holds NV 16-byte units of its row, units l, l + G, l + 2G, ... (so each of a row
+ * A row group takes RPT rows, GROUPS = 128 / G apart, and loads them all at the top.
+ * A lane holds NV 16-byte units of each row, units l, l + G, l + 2G, ... (so each of a row
  * group's NV loads is one contiguous run of G x 16 bytes), and loads them, its scale and
  * its bias units at the top, x with L1::no_allocate.  The row's sums are xor shuffles over
  * the G lanes: LayerNorm takes the mean, then the centred squares over the same registers
- * (the two-pass variance), RMSNorm the mean square.  A block is 128 threads holding
- * 128 / G rows; the grid is one block per 128 / G rows.  Columns past the row's end (cols
+ * (the two-pass variance), RMSNorm the mean square.  A block is T threads (32 to 128)
+ * holding RPT x T / G rows; the grid is one block per RPT x T / G rows.  Columns past the row's end (cols
  * not a multiple of 8 G NV) are masked per unit; cols must be a multiple of 8.
  *
  *   nvcc -arch=sm_90a -O3 -o row_warp bench/row_warp.cu && ./row_warp
@@ -37,7 +38,6 @@
     } while (0)
 
 typedef __nv_bfloat16 bf16;
-constexpr int THREADS = 128;
 
 struct Params {
     const bf16 *x, *w, *b;
@@ -86,83 +86,92 @@ __device__ __forceinline__ float row_sum(float v)
     return v;
 }
 
-template <bool LN, int G, int NV, int MINB>
-__global__ void __launch_bounds__(THREADS, MINB) row_fwd(Params p)
+template <bool LN, int G, int NV, int RPT, int MINB, int T>
+__global__ void __launch_bounds__(T, MINB) row_fwd(Params p)
 {
-    const int lane = threadIdx.x % G;
-    const int slot = blockIdx.x * (THREADS / G) + threadIdx.x / G;
-    const bool live = slot < p.rows; /* past the end: compute on the last row, store nothing */
-    const int row = live ? slot : p.rows - 1;
-    const int units = p.cols / 8;
-    const bf16 *xr = p.x + (size_t)row * p.cols;
-    uint4 qx[NV], qw[NV], qb[NV];
+    constexpr int GROUPS = T / G;
+    const int lane = threadIdx.x % G, units = p.cols / 8;
+    const int first = blockIdx.x * GROUPS * RPT + threadIdx.x / G;
+    uint4 qx[RPT][NV], qw[NV], qb[NV];
+#pragma unroll
+    for (int r = 0; r < RPT; r++) {
+        const int row = min(first + r * GROUPS, p.rows - 1); /* past the end: the last row, not stored */
+        const bf16 *xr = p.x + (size_t)row * p.cols;
+#pragma unroll
+        for (int i = 0; i < NV; i++) {
+            const int u = lane + i * G;
+            qx[r][i] = u < units ? ldg_stream(xr + u * 8) : make_uint4(0, 0, 0, 0);
+        }
+    }
 #pragma unroll
     for (int i = 0; i < NV; i++) {
         const int u = lane + i * G;
-        const bool in = u < units;
-        qx[i] = in ? ldg_stream(xr + u * 8) : make_uint4(0, 0, 0, 0);
-        qw[i] = in ? __ldg((const uint4 *)(p.w + u * 8)) : make_uint4(0, 0, 0, 0);
+        qw[i] = u < units ? __ldg((const uint4 *)(p.w + u * 8)) : make_uint4(0, 0, 0, 0);
         if (LN)
-            qb[i] = in ? __ldg((const uint4 *)(p.b + u * 8)) : make_uint4(0, 0, 0, 0);
+            qb[i] = u < units ? __ldg((const uint4 *)(p.b + u * 8)) : make_uint4(0, 0, 0, 0);
     }
     const float inv_n = 1.0f / (float)p.cols;
-    float mean = 0.0f, s = 0.0f;
-    if (LN) {
 #pragma unroll
-        for (int i = 0; i < NV; i++) {
-            float v[8];
-            unpack8(qx[i], v);
+    for (int r = 0; r < RPT; r++) {
+        const int row = first + r * GROUPS;
+        float mean = 0.0f, s = 0.0f;
+        if (LN) {
 #pragma unroll
-            for (int e = 0; e < 8; e++)
-                s += v[e];
-        }
-        mean = row_sum<G>(s) * inv_n;
-        s = 0.0f;
+            for (int i = 0; i < NV; i++) {
+                float v[8];
+                unpack8(qx[r][i], v);
 #pragma unroll
-        for (int i = 0; i < NV; i++) {
-            if (lane + i * G >= units)
-                continue;
-            float v[8];
-            unpack8(qx[i], v);
+                for (int e = 0; e < 8; e++)
+                    s += v[e];
+            }
+            mean = row_sum<G>(s) * inv_n;
+            s = 0.0f;
 #pragma unroll
-            for (int e = 0; e < 8; e++) {
-                const float d = v[e] - mean;
-                s = fmaf(d, d, s);
+            for (int i = 0; i < NV; i++) {
+                if (lane + i * G >= units)
+                    continue;
+                float v[8];
+                unpack8(qx[r][i], v);
+#pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    const float d = v[e] - mean;
+                    s = fmaf(d, d, s);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+                float v[8];
+                unpack8(qx[r][i], v);
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    s = fmaf(v[e], v[e], s);
             }
         }
-    } else {
+        const float rstd = rsqrtf(row_sum<G>(s) * inv_n + p.eps);
+        if (row >= p.rows)
+            continue;
+        if (lane == 0) {
+            if (LN)
+                p.mean[row] = mean;
+            p.rstd[row] = rstd;
+        }
+        bf16 *yr = p.y + (size_t)row * p.cols;
 #pragma unroll
         for (int i = 0; i < NV; i++) {
-            float v[8];
-            unpack8(qx[i], v);
+            const int u = lane + i * G;
+            if (u >= units)
+                continue;
+            float v[8], w[8], b[8];
+            unpack8(qx[r][i], v);
+            unpack8(qw[i], w);
+            if (LN)
+                unpack8(qb[i], b);
 #pragma unroll
             for (int e = 0; e < 8; e++)
-                s = fmaf(v[e], v[e], s);
+                v[e] = LN ? fmaf((v[e] - mean) * rstd, w[e], b[e]) : v[e] * rstd * w[e];
+            *(uint4 *)(yr + u * 8) = pack8(v);
         }
-    }
-    const float rstd = rsqrtf(row_sum<G>(s) * inv_n + p.eps);
-    if (!live)
-        return;
-    if (lane == 0) {
-        if (LN)
-            p.mean[row] = mean;
-        p.rstd[row] = rstd;
-    }
-    bf16 *yr = p.y + (size_t)row * p.cols;
-#pragma unroll
-    for (int i = 0; i < NV; i++) {
-        const int u = lane + i * G;
-        if (u >= units)
-            continue;
-        float v[8], w[8], b[8];
-        unpack8(qx[i], v);
-        unpack8(qw[i], w);
-        if (LN)
-            unpack8(qb[i], b);
-#pragma unroll
-        for (int e = 0; e < 8; e++)
-            v[e] = LN ? fmaf((v[e] - mean) * rstd, w[e], b[e]) : v[e] * rstd * w[e];
-        *(uint4 *)(yr + u * 8) = pack8(v);
     }
 }
 
@@ -181,7 +190,7 @@ typedef void (*Kern)(Params);
 
 struct Case {
     bool ln;
-    int rows, cols, g, nv, minb;
+    int rows, cols, g, nv, rpt, minb, threads;
     Kern k;
     const char *name;
 };
@@ -189,21 +198,19 @@ struct Case {
 int main()
 {
     const Case cases[] = {
-        {true, 262144, 128, 16, 1, 8, row_fwd<true, 16, 1, 8>, "layernorm"},
-        {true, 262144, 128, 8, 2, 8, row_fwd<true, 8, 2, 8>, "layernorm"},
-        {false, 262144, 128, 16, 1, 8, row_fwd<false, 16, 1, 8>, "rmsnorm"},
-        {false, 262144, 128, 8, 2, 8, row_fwd<false, 8, 2, 8>, "rmsnorm"},
-        {true, 16384, 1000, 32, 4, 4, row_fwd<true, 32, 4, 4>, "layernorm"},
-        {true, 16384, 1000, 32, 4, 8, row_fwd<true, 32, 4, 8>, "layernorm"},
-        {false, 16384, 1000, 32, 4, 4, row_fwd<false, 32, 4, 4>, "rmsnorm"},
-        {false, 16384, 1000, 32, 4, 8, row_fwd<false, 32, 4, 8>, "rmsnorm"},
-        {true, 65536, 1024, 32, 4, 4, row_fwd<true, 32, 4, 4>, "layernorm"},
-        {true, 65536, 1024, 32, 4, 8, row_fwd<true, 32, 4, 8>, "layernorm"},
-        {false, 65536, 1024, 32, 4, 4, row_fwd<false, 32, 4, 4>, "rmsnorm"},
-        {false, 65536, 1024, 32, 4, 8, row_fwd<false, 32, 4, 8>, "rmsnorm"},
+#define BOTH(rows, cols, g, nv, rpt, minb, t)                                                                         \
+    {true, rows, cols, g, nv, rpt, minb, t, row_fwd<true, g, nv, rpt, minb, t>, "layernorm"},                      \
+        {false, rows, cols, g, nv, rpt, minb, t, row_fwd<false, g, nv, rpt, minb, t>, "rmsnorm"}
+        BOTH(262144, 128, 16, 1, 1, 8, 128),  BOTH(262144, 128, 16, 1, 4, 8, 128), BOTH(262144, 128, 16, 1, 8, 4, 128),
+        BOTH(262144, 128, 8, 2, 4, 4, 128),   BOTH(262144, 128, 16, 1, 8, 16, 64), BOTH(262144, 128, 16, 1, 4, 32, 32),
+        BOTH(16384, 1000, 32, 4, 1, 4, 128),  BOTH(16384, 1000, 32, 4, 2, 4, 128), BOTH(16384, 1000, 32, 4, 2, 2, 128),
+        BOTH(16384, 1000, 32, 4, 1, 32, 32),  BOTH(16384, 1000, 32, 4, 1, 16, 64), BOTH(65536, 1024, 32, 4, 1, 4, 128),
+        BOTH(65536, 1024, 32, 4, 2, 4, 128),  BOTH(65536, 1024, 32, 4, 2, 2, 128), BOTH(65536, 1024, 32, 4, 1, 32, 32),
+        BOTH(65536, 1024, 32, 4, 1, 16, 64),
+#undef BOTH
     };
-    printf("%-10s %7s %5s %3s %3s %5s %4s %9s %8s %s\n", "op", "rows", "cols", "G", "NV", "minb", "regs", "us", "GB/s",
-           "check");
+    printf("%-10s %7s %5s %3s %3s %3s %5s %4s %4s %9s %8s %s\n", "op", "rows", "cols", "G", "NV", "RPT", "minb", "T",
+           "regs", "us", "GB/s", "check");
     int bad = 0;
     for (const Case &cs : cases) {
         const size_t elems = (size_t)cs.rows * cs.cols, bytes = elems * 2;
@@ -225,7 +232,7 @@ int main()
         cudaFuncAttributes fa;
         CHECK(cudaFuncGetAttributes(&fa, cs.k));
         Params p = {nullptr, w, b, y, mean, rstd, cs.rows, cs.cols, 1e-5f};
-        const int per_block = THREADS / cs.g, grid = (cs.rows + per_block - 1) / per_block;
+        const int per_block = cs.threads / cs.g * cs.rpt, grid = (cs.rows + per_block - 1) / per_block;
         cudaEvent_t e0, e1;
         CHECK(cudaEventCreate(&e0));
         CHECK(cudaEventCreate(&e1));
@@ -235,7 +242,7 @@ int main()
             last = it % sets;
             p.x = x[last];
             CHECK(cudaEventRecord(e0));
-            cs.k<<<grid, THREADS>>>(p);
+            cs.k<<<grid, cs.threads>>>(p);
             CHECK(cudaEventRecord(e1));
             CHECK(cudaEventSynchronize(e1));
             float ms;
@@ -277,7 +284,8 @@ int main()
         }
         const bool ok = worst < 1.6e-2;
         bad += !ok;
-        printf("%-10s %7d %5d %3d %3d %5d %4d %9.2f %8.0f %s (%.1e)\n", cs.name, cs.rows, cs.cols, cs.g, cs.nv, cs.minb,
+        printf("%-10s %7d %5d %3d %3d %3d %5d %4d %4d %9.2f %8.0f %s (%.1e)\n", cs.name, cs.rows, cs.cols, cs.g, cs.nv, cs.rpt,
+               cs.minb, cs.threads,
                fa.numRegs, med * 1e3, 2.0 * bytes / (med * 1e-3) / 1e9, ok ? "ok" : "FAIL", worst);
         fflush(stdout);
         for (bf16 *q : x)
