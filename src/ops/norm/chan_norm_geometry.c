@@ -416,10 +416,6 @@ int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cn
     const int64_t forced = form == 2 ? env_int("FROST_CNORM_STREAM_BLOCKS", 2, 3) : 0;
     const int64_t blocks = forced ? forced : CNS_MIN_BLOCKS;
     const size_t per_sm = dev->smem_per_sm / (size_t)blocks - dev->reserved;
-    /* FROST_CNORM_STREAM_TILES (the two-launch form, a tuning knob): that many times the
-     * resident blocks' tiles, so that the hardware hands the smaller tiles to whichever
-     * slot frees first instead of every block owning 1 / grid of the rows */
-    const int64_t tiles_per_slot = form == 2 ? env_int("FROST_CNORM_STREAM_TILES", 1, 64) : 0;
     for (int i = 0; i < count; i++) {
         const int64_t cw = order[form == 2 ? count - 1 - i : i];
         const size_t smem = (size_t)CNS_SMEM_BYTES(cw, cw / vec);
@@ -428,7 +424,7 @@ int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cn
             (form == 1 && window_bytes > dev->l2_bytes / 3) || smem > per_sm || smem > dev->optin)
             continue;
         memset(out, 0, sizeof *out);
-        const int64_t slots = dev->sms * blocks * (tiles_per_slot ? tiles_per_slot : 1);
+        const int64_t slots = dev->sms * blocks;
         const int64_t grid = slots < frost__cnorm_ceil_div(rows_all, CNORM_ROW_ALIGN)
                                  ? slots
                                  : frost__cnorm_ceil_div(rows_all, CNORM_ROW_ALIGN);
