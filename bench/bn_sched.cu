@@ -21,23 +21,10 @@
  */
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
 #include <vector>
 
-#define CHECK(x)                                                                                                  \
-    do {                                                                                                          \
-        cudaError_t e_ = (x);                                                                                     \
-        if (e_ != cudaSuccess) {                                                                                  \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                           \
-            exit(1);                                                                                              \
-        }                                                                                                         \
-    } while (0)
+#include "standalone.cuh"
 
-typedef __nv_bfloat16 bf16;
 constexpr int THREADS = 256, BATCH = 8;
 
 struct Params {
@@ -49,36 +36,6 @@ struct Params {
     int64_t rows_all;
     int c, rows, chunks, mode; /* mode 0 static, 1 chunks, 2 ticket */
 };
-
-__device__ __forceinline__ uint4 ldg(const bf16 *g)
-{
-    uint4 r;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "l"(g));
-    return r;
-}
-
-__device__ __forceinline__ void unpack8(uint4 q, float v[8])
-{
-    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        v[2 * i] = __uint_as_float(w[i] << 16);
-        v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-}
-
-__device__ __forceinline__ uint4 pack8(const float v[8])
-{
-    uint32_t w[4];
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
-        w[i] = *(uint32_t *)&h;
-    }
-    return make_uint4(w[0], w[1], w[2], w[3]);
-}
 
 /* The block's next range of rows [r0, r1) and its record slot; false when none is left. */
 __device__ __forceinline__ bool next_range(const Params &p, int &it, int64_t &r0, int64_t &r1, int &slot)
@@ -110,6 +67,27 @@ __device__ __forceinline__ bool next_range(const Params &p, int &it, int64_t &r0
     return true;
 }
 
+/* The thread's rows r0 + lane_r, + per, ... below r1 in batches of BATCH loads in flight:
+ * f(row, its eight values as floats) for each, in row order. */
+template <class F>
+__device__ __forceinline__ void each_row(const Params &p, int64_t r0, int64_t r1, int lane_r, int per, int u, F f)
+{
+    for (int64_t r = r0 + lane_r; r < r1; r += (int64_t)BATCH * per) {
+        uint4 v[BATCH];
+#pragma unroll
+        for (int i = 0; i < BATCH; i++)
+            v[i] = r + i * per < r1 ? ldg_stream(p.x + (r + i * per) * p.c + u * 8) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int i = 0; i < BATCH; i++) {
+            if (r + i * per >= r1)
+                break;
+            float x[8];
+            unpack8(v[i], x);
+            f(r + i * per, x);
+        }
+    }
+}
+
 template <int MINB>
 __global__ void __launch_bounds__(THREADS, MINB) stats_pass(Params p)
 {
@@ -121,30 +99,19 @@ __global__ void __launch_bounds__(THREADS, MINB) stats_pass(Params p)
         float sh[8], s[8], q[8];
         {
             float v[8];
-            unpack8(ldg(p.x + r0 * p.c + u * 8), v);
+            unpack8(ldg_stream(p.x + r0 * p.c + u * 8), v);
 #pragma unroll
             for (int e = 0; e < 8; e++)
                 sh[e] = v[e], s[e] = q[e] = 0.0f;
         }
-        for (int64_t r = r0 + lane_r; r < r1; r += (int64_t)BATCH * per) {
-            uint4 v[BATCH];
+        each_row(p, r0, r1, lane_r, per, u, [&](int64_t, const float *f) {
 #pragma unroll
-            for (int i = 0; i < BATCH; i++)
-                v[i] = r + i * per < r1 ? ldg(p.x + (r + i * per) * p.c + u * 8) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-            for (int i = 0; i < BATCH; i++) {
-                if (r + i * per >= r1)
-                    break;
-                float f[8];
-                unpack8(v[i], f);
-#pragma unroll
-                for (int e = 0; e < 8; e++) {
-                    const float d = f[e] - sh[e];
-                    s[e] += d;
-                    q[e] = fmaf(d, d, q[e]);
-                }
+            for (int e = 0; e < 8; e++) {
+                const float d = f[e] - sh[e];
+                s[e] += d;
+                q[e] = fmaf(d, d, q[e]);
             }
-        }
+        });
 #pragma unroll
         for (int e = 0; e < 8; e++)
             part[lane_r * p.c + u * 8 + e] = make_float2(s[e], q[e]);
@@ -170,34 +137,13 @@ __global__ void __launch_bounds__(THREADS, MINB) apply_pass(Params p)
     int it = 0, slot;
     int64_t r0, r1;
     while (next_range(p, it, r0, r1, slot)) {
-        for (int64_t r = r0 + lane_r; r < r1; r += (int64_t)BATCH * per) {
-            uint4 v[BATCH];
+        each_row(p, r0, r1, lane_r, per, u, [&](int64_t r, const float *x) {
+            float f[8];
 #pragma unroll
-            for (int i = 0; i < BATCH; i++)
-                v[i] = r + i * per < r1 ? ldg(p.x + (r + i * per) * p.c + u * 8) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-            for (int i = 0; i < BATCH; i++) {
-                if (r + i * per >= r1)
-                    break;
-                float f[8];
-                unpack8(v[i], f);
-#pragma unroll
-                for (int e = 0; e < 8; e++)
-                    f[e] = fmaf(f[e], a[e], b[e]);
-                *(uint4 *)(p.y + (r + i * per) * p.c + u * 8) = pack8(f);
-            }
-        }
-    }
-}
-
-__global__ void fill(bf16 *p, size_t n, uint32_t seed)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
-        h ^= h >> 15;
-        h *= 2246822519u;
-        h ^= h >> 13;
-        p[i] = __float2bfloat16(0.5f + ((float)(h >> 8) / 16777216.0f - 0.5f) * 4.0f);
+            for (int e = 0; e < 8; e++)
+                f[e] = fmaf(x[e], a[e], b[e]);
+            *(uint4 *)(p.y + r * p.c + u * 8) = pack8(f);
+        });
     }
 }
 
@@ -217,7 +163,7 @@ int main()
         bf16 *x[sets], *y;
         for (int i = 0; i < sets; i++) {
             CHECK(cudaMalloc(&x[i], bytes));
-            fill<<<1024, 256>>>(x[i], elems, 11u + i);
+            fill<<<1024, 256>>>(x[i], elems, 11u + i, 0.5f, 4.0f);
         }
         CHECK(cudaMalloc(&y, bytes));
         float *a, *b;

@@ -29,25 +29,12 @@
  */
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
 #include <vector>
 
-#define CHECK(x)                                                                                                  \
-    do {                                                                                                          \
-        cudaError_t e_ = (x);                                                                                     \
-        if (e_ != cudaSuccess) {                                                                                  \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                           \
-            exit(1);                                                                                              \
-        }                                                                                                         \
-    } while (0)
+#include "standalone.cuh"
 
 constexpr int THREADS = 256;
 constexpr int QN = 128; /* queued tickets a block may hold; must exceed the tiles of a sample */
-typedef __nv_bfloat16 bf16;
 
 struct Params {
     const bf16 *x;
@@ -59,85 +46,6 @@ struct Params {
     int n, c, hw, g, rows, k, tiles, lag;
     float eps;
 };
-
-struct Stat {
-    float n, mean, m2;
-};
-
-__device__ __forceinline__ Stat merge(Stat a, Stat b)
-{
-    const float n = a.n + b.n;
-    if (n == 0.0f)
-        return a;
-    const float d = b.mean - a.mean, f = b.n / n;
-    Stat r;
-    r.n = n;
-    r.mean = fmaf(d, f, a.mean);
-    r.m2 = a.m2 + b.m2 + d * d * a.n * f;
-    return r;
-}
-
-__device__ __forceinline__ Stat shfl_merge(Stat s, int off)
-{
-    Stat o;
-    o.n = __shfl_xor_sync(0xffffffffu, s.n, off);
-    o.mean = __shfl_xor_sync(0xffffffffu, s.mean, off);
-    o.m2 = __shfl_xor_sync(0xffffffffu, s.m2, off);
-    return merge(s, o);
-}
-
-__device__ __forceinline__ uint64_t policy(bool keep)
-{
-    uint64_t pol;
-    if (keep)
-        asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-    else
-        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-    return pol;
-}
-
-__device__ __forceinline__ uint4 ldg(const bf16 *g, uint64_t pol)
-{
-    uint4 r;
-    asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "l"(g), "l"(pol));
-    return r;
-}
-
-__device__ __forceinline__ void stg_stream(bf16 *g, uint4 v)
-{
-    asm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(g), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-                 : "memory");
-}
-
-__device__ __forceinline__ unsigned ld_acquire(const unsigned *p)
-{
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
-__device__ __forceinline__ void unpack8(uint4 q, float v[8])
-{
-    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        v[2 * i] = __uint_as_float(w[i] << 16);
-        v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-}
-
-__device__ __forceinline__ uint4 pack8(const float v[8])
-{
-    uint32_t w[4];
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
-        w[i] = *(uint32_t *)&h;
-    }
-    return make_uint4(w[0], w[1], w[2], w[3]);
-}
 
 /* A thread's 16-byte unit u of a pixel's C channels and its rows r0, r0 + per, ...; the
  * units of a warp are consecutive, so a warp reads 512 contiguous bytes a row. */
@@ -196,7 +104,7 @@ __device__ __forceinline__ void wait_sample(const Params &p, int n)
 template <int BATCH>
 __device__ void fwd_stats(const Params &p, const Map &m, int t, Stat *part)
 {
-    const uint64_t keep = policy(true);
+    const uint64_t keep = l2_policy(true);
     const bf16 *src = p.x + tile_elem(p, m, t);
     const size_t step = (size_t)m.per * p.c;
     const int R = p.rows / m.per;
@@ -205,7 +113,7 @@ __device__ void fwd_stats(const Params &p, const Map &m, int t, Stat *part)
         uint4 q[BATCH];
 #pragma unroll
         for (int b = 0; b < BATCH; b++)
-            q[b] = ldg(src + (size_t)(i0 + b) * step, keep);
+            q[b] = ldg_hint(src + (size_t)(i0 + b) * step, keep);
         if (i0 == 0)
             shift = __uint_as_float(q[0].x << 16);
 #pragma unroll
@@ -277,14 +185,14 @@ __device__ void fwd_apply(const Params &p, const Map &m, int t, const float w[8]
         ca[e] = f.y * w[e];
         cb[e] = fmaf(-f.x, ca[e], b[e]);
     }
-    const uint64_t drop = policy(false);
+    const uint64_t drop = l2_policy(false);
     const size_t base = tile_elem(p, m, t), step = (size_t)m.per * p.c;
     const int R = p.rows / m.per;
     for (int i0 = 0; i0 < R; i0 += BATCH) {
         uint4 q[BATCH];
 #pragma unroll
         for (int e = 0; e < BATCH; e++)
-            q[e] = ldg(p.x + base + (size_t)(i0 + e) * step, drop);
+            q[e] = ldg_hint(p.x + base + (size_t)(i0 + e) * step, drop);
 #pragma unroll
         for (int e = 0; e < BATCH; e++) {
             float v[8];
@@ -345,22 +253,6 @@ __global__ void __launch_bounds__(THREADS, MINB) l2_fwd(Params p)
 
 /* ---------------------------------------------------------------- host */
 
-__global__ void fill(bf16 *p, size_t n, uint32_t seed, float offset)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
-        h ^= h >> 15;
-        h *= 2246822519u;
-        h ^= h >> 13;
-        p[i] = __float2bfloat16(offset + ((float)(h >> 8) / 16777216.0f - 0.5f) * 4.0f);
-    }
-}
-
-static float host_bf(bf16 v)
-{
-    return __bfloat162float(v);
-}
-
 struct Shape {
     int n, c, hw;
 };
@@ -382,7 +274,7 @@ int main()
         bf16 *x[sets_n], *y;
         for (int i = 0; i < sets_n; i++) {
             CHECK(cudaMalloc(&x[i], bytes));
-            fill<<<1024, 256>>>(x[i], elems, 17u + i, 0.5f);
+            fill<<<1024, 256>>>(x[i], elems, 17u + i, 0.5f, 4.0f);
         }
         CHECK(cudaMalloc(&y, bytes));
         float *w, *b, *mean, *rstd;

@@ -28,24 +28,11 @@
  */
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
 #include <vector>
 
-#define CHECK(x)                                                                                                  \
-    do {                                                                                                          \
-        cudaError_t e_ = (x);                                                                                     \
-        if (e_ != cudaSuccess) {                                                                                  \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                           \
-            exit(1);                                                                                              \
-        }                                                                                                         \
-    } while (0)
+#include "standalone.cuh"
 
 constexpr int THREADS = 256;
-typedef __nv_bfloat16 bf16;
 
 struct Params {
     const bf16 *x, *dy;
@@ -60,57 +47,11 @@ struct Params {
     int nowait; /* SPAN_NOWAIT=1: no wait at the exchange (wrong results; the bound without it) */
 };
 
-struct Stat {
-    float n, mean, m2;
-};
-
-__device__ __forceinline__ Stat merge(Stat a, Stat b)
-{
-    const float n = a.n + b.n;
-    if (n == 0.0f)
-        return a;
-    const float d = b.mean - a.mean, f = b.n / n;
-    Stat r;
-    r.n = n;
-    r.mean = fmaf(d, f, a.mean);
-    r.m2 = a.m2 + b.m2 + d * d * a.n * f;
-    return r;
-}
-
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint32_t)__cvta_generic_to_shared(smem)),
                  "l"(gmem)
                  : "memory");
-}
-
-__device__ __forceinline__ unsigned ld_acquire(const unsigned *p)
-{
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
-__device__ __forceinline__ void unpack8(const bf16 *s, float v[8])
-{
-    const uint4 q = *(const uint4 *)s;
-    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        v[2 * i] = __uint_as_float(w[i] << 16);
-        v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-}
-
-__device__ __forceinline__ uint4 pack8(const float v[8])
-{
-    uint32_t w[4];
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
-        w[i] = *(uint32_t *)&h;
-    }
-    return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
 /* The block's place: ticket -> segment and tile; the thread's unit u of the window and its
@@ -225,14 +166,14 @@ __global__ void __launch_bounds__(THREADS, MINB) span_fwd(Params p)
     __syncthreads();
 
     float s[8], a[8], b[8];
-    unpack8(tile + q.u * 8, s);
+    unpack8(*(const uint4 *)(tile + q.u * 8), s);
 #pragma unroll
     for (int k = 0; k < 8; k++)
         a[k] = b[k] = 0.0f;
 #pragma unroll 4
     for (int r = q.r0; r < p.rows; r += q.per) {
         float v[8];
-        unpack8(tile + sidx(p, q, r), v);
+        unpack8(*(const uint4 *)(tile + sidx(p, q, r)), v);
 #pragma unroll
         for (int k = 0; k < 8; k++) {
             const float d = v[k] - s[k];
@@ -271,13 +212,8 @@ __global__ void __launch_bounds__(THREADS, MINB) span_fwd(Params p)
                 for (int t = 0; t < 8; t++)
                     st = merge(st, Stat{r[t].x, r[t].y, r[t].z});
             }
-        for (int off = lanes / 2; off > 0; off /= 2) {
-            Stat o;
-            o.n = __shfl_xor_sync(0xffffffffu, st.n, off);
-            o.mean = __shfl_xor_sync(0xffffffffu, st.mean, off);
-            o.m2 = __shfl_xor_sync(0xffffffffu, st.m2, off);
-            st = merge(st, o);
-        }
+        for (int off = lanes / 2; off > 0; off /= 2)
+            st = shfl_merge(st, off);
         if (j < q.sets && l == 0) {
             const float rstd = rsqrtf(st.m2 / st.n + p.eps);
             fin[2 * j] = st.mean;
@@ -300,7 +236,7 @@ __global__ void __launch_bounds__(THREADS, MINB) span_fwd(Params p)
 #pragma unroll 4
     for (int r = q.r0; r < p.rows; r += q.per) {
         float v[8];
-        unpack8(tile + sidx(p, q, r), v);
+        unpack8(*(const uint4 *)(tile + sidx(p, q, r)), v);
 #pragma unroll
         for (int k = 0; k < 8; k++)
             v[k] = fmaf(v[k], ca[k], cb[k]);
@@ -338,8 +274,8 @@ __global__ void __launch_bounds__(THREADS, MINB) span_bwd(Params p)
 #pragma unroll 4
     for (int r = q.r0; r < p.rows; r += q.per) {
         float vx[8], vd[8];
-        unpack8(tx + sidx(p, q, r), vx);
-        unpack8(tdy + sidx(p, q, r), vd);
+        unpack8(*(const uint4 *)(tx + sidx(p, q, r)), vx);
+        unpack8(*(const uint4 *)(tdy + sidx(p, q, r)), vd);
 #pragma unroll
         for (int k = 0; k < 8; k++) {
             a[k] += vd[k];
@@ -399,29 +335,13 @@ __global__ void __launch_bounds__(THREADS, MINB) span_bwd(Params p)
 #pragma unroll 4
     for (int r = q.r0; r < p.rows; r += q.per) {
         float vx[8], vd[8];
-        unpack8(tx + sidx(p, q, r), vx);
-        unpack8(tdy + sidx(p, q, r), vd);
+        unpack8(*(const uint4 *)(tx + sidx(p, q, r)), vx);
+        unpack8(*(const uint4 *)(tdy + sidx(p, q, r)), vd);
 #pragma unroll
         for (int k = 0; k < 8; k++)
             vx[k] = fmaf(vd[k], cdy[k], fmaf(-vx[k], cx[k], kk[k]));
         *(uint4 *)(p.out + q.g + (size_t)r * p.c) = pack8(vx);
     }
-}
-
-__global__ void fill(bf16 *p, size_t n, uint32_t seed, float offset)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
-        h ^= h >> 15;
-        h *= 2246822519u;
-        h ^= h >> 13;
-        p[i] = __float2bfloat16(offset + ((float)(h >> 8) / 16777216.0f - 0.5f) * 4.0f);
-    }
-}
-
-static float host_bf(bf16 v)
-{
-    return __bfloat162float(v);
 }
 
 struct Shape {
@@ -448,8 +368,8 @@ int main()
         for (int i = 0; i < sets_n; i++) {
             CHECK(cudaMalloc(&x[i], bytes));
             CHECK(cudaMalloc(&dy[i], bytes));
-            fill<<<1024, 256>>>(x[i], elems, 17u + i, 0.5f);
-            fill<<<1024, 256>>>(dy[i], elems, 91u + i, 0.0f);
+            fill<<<1024, 256>>>(x[i], elems, 17u + i, 0.5f, 4.0f);
+            fill<<<1024, 256>>>(dy[i], elems, 91u + i, 0.0f, 4.0f);
         }
         CHECK(cudaMalloc(&out, bytes));
         float *w, *b, *mean, *rstd, *drec;

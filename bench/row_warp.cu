@@ -21,23 +21,9 @@
  */
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
 #include <vector>
 
-#define CHECK(x)                                                                                                  \
-    do {                                                                                                          \
-        cudaError_t e_ = (x);                                                                                     \
-        if (e_ != cudaSuccess) {                                                                                  \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                           \
-            exit(1);                                                                                              \
-        }                                                                                                         \
-    } while (0)
-
-typedef __nv_bfloat16 bf16;
+#include "standalone.cuh"
 
 struct Params {
     const bf16 *x, *w, *b;
@@ -46,36 +32,6 @@ struct Params {
     int rows, cols;
     float eps;
 };
-
-__device__ __forceinline__ uint4 ldg_stream(const bf16 *g)
-{
-    uint4 r;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "l"(g));
-    return r;
-}
-
-__device__ __forceinline__ void unpack8(uint4 q, float v[8])
-{
-    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        v[2 * i] = __uint_as_float(w[i] << 16);
-        v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-}
-
-__device__ __forceinline__ uint4 pack8(const float v[8])
-{
-    uint32_t w[4];
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
-        w[i] = *(uint32_t *)&h;
-    }
-    return make_uint4(w[0], w[1], w[2], w[3]);
-}
 
 template <int G>
 __device__ __forceinline__ float row_sum(float v)
@@ -172,17 +128,6 @@ __global__ void __launch_bounds__(T, MINB) row_fwd(Params p)
                 v[e] = LN ? fmaf((v[e] - mean) * rstd, w[e], b[e]) : v[e] * rstd * w[e];
             *(uint4 *)(yr + u * 8) = pack8(v);
         }
-    }
-}
-
-__global__ void fill(bf16 *p, size_t n, uint32_t seed, float offset, float scale)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
-        h ^= h >> 15;
-        h *= 2246822519u;
-        h ^= h >> 13;
-        p[i] = __float2bfloat16(offset + ((float)(h >> 8) / 16777216.0f - 0.5f) * scale);
     }
 }
 

@@ -18,20 +18,9 @@
  * docs/PERF.md (2026-12-04) has the H200's figures.
  */
 #include <algorithm>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cuda_runtime.h>
 #include <vector>
 
-#define CHECK(x)                                                                                                  \
-    do {                                                                                                          \
-        cudaError_t e_ = (x);                                                                                     \
-        if (e_ != cudaSuccess) {                                                                                  \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                           \
-            exit(1);                                                                                              \
-        }                                                                                                         \
-    } while (0)
+#include "standalone.cuh"
 
 constexpr int TILE = 64 * 1024, PIXEL = 1024, SAMPLE = 4096 * PIXEL, THREADS = 256;
 
