@@ -230,6 +230,7 @@ static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
     k->num_segments = (int32_t)geo->num_segments;
     k->arrivals = (int32_t)(geo->stream ? CNS_GROUPS(geo->k_tiles) : geo->k_tiles);
     k->keep_rows = (int32_t)geo->keep_rows;
+    k->early_rows = (int32_t)(pl->early ? geo->early_rows : 0);
     k->ramp_cycles = (int32_t)geo->ramp_cycles;
     k->ramp_classes = (int32_t)geo->ramp_classes;
     k->first_wave = (int32_t)(geo->first_wave < INT32_MAX ? geo->first_wave : INT32_MAX);

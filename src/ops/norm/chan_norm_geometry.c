@@ -446,6 +446,16 @@ int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cn
         if (form == 2 && window_bytes * out->windows > (int64_t)(dev->l2_bytes * 0.6))
             out->keep_rows =
                 (int64_t)((double)out->rows * (dev->l2_bytes * 0.6) / (double)(window_bytes * out->windows));
+        /* the rows after keep_rows that the output launch asks L2 for while the finalize kernel
+         * merges (chan_norm_stream.cu, cs_prefetch_early): FROST_CNORM_STREAM_EARLY percent of L2
+         * over window 0's tiles */
+        if (form == 2) {
+            const char *early = getenv("FROST_CNORM_STREAM_EARLY");
+            const int64_t pct = early ? env_int("FROST_CNORM_STREAM_EARLY", 0, 100) : CNS_EARLY_L2_PCT;
+            const int64_t row_bytes = cw * s->esize * s->tensors;
+            const int64_t fit = (int64_t)((double)dev->l2_bytes * (double)pct / 100.0) / (out->k_tiles * row_bytes);
+            out->early_rows = fit < out->rows - out->keep_rows ? fit : out->rows - out->keep_rows;
+        }
         out->smem = smem;
         return 1;
     }

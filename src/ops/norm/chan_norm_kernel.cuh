@@ -136,6 +136,9 @@
  * eleven per-channel float arrays, a merged record (five floats) per channel and a flag. */
 #define CNS_MIN_BLOCKS 2
 #define CNS_GROUP 16
+/* The two-launch form's early prefetch: the share of L2 (percent) that the output launch
+ * asks for before the statistics are final (chan_norm_stream.cu, cs_prefetch_early) */
+#define CNS_EARLY_L2_PCT 0
 #define CNS_GROUPS(k_tiles) (((k_tiles) + CNS_GROUP - 1) / CNS_GROUP)
 #define CNS_SMEM_BYTES(cw, units)                                                                                  \
     (4ull * (2ull * (uint64_t)(cw) * (uint64_t)CNC_PHASES(units) + 16ull * (uint64_t)(cw)) + 16ull)
@@ -181,6 +184,8 @@ typedef struct cnorm_params {
     int32_t prefetch;     /* next tile into L2: CNORM_PREFETCH_BULK, _LINES or _NONE */
     int32_t keep_rows;    /* stream path: the first reads of a tile's rows below this keep them in L2 (evict-last
                              hint) for the second read; the others are read evict-first */
+    int32_t early_rows;   /* two-launch stream path: the output launch's L2 prefetch of rows keep_rows to
+                             keep_rows + early_rows of its tiles, issued before it waits for the statistics */
     int32_t ramp_cycles;  /* cluster path: the first wave's clusters start over this many SM cycles, in */
     int32_t ramp_classes; /* ramp_classes evenly spaced classes (chan_norm_cluster.cu, cc_ramp); 0: at once */
     int32_t first_wave;   /* cluster path: the tiles of the first wave (SMs x resident blocks) */

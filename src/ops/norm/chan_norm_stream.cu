@@ -614,9 +614,30 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
     cs_two_launch(&p, CS_FWD_STATS);
 }
 
+/* The output launch starts while the finalize kernel merges (a programmatic dependent launch):
+ * before it waits, each block asks L2 for rows keep_rows to keep_rows + early_rows of its tile
+ * of window 0 (x, and dy for the backward), the first rows its second read would otherwise
+ * take from HBM, so that HBM works through the merge.  One bulk prefetch per row run. */
+FROST_DEVICE void cs_prefetch_early(const cnorm_params *p, const bool with_dy)
+{
+    if (p->early_rows <= 0)
+        return;
+    const cnorm_tile tl = cn_tile(p, (int)blockIdx.x);
+    const int first = min(p->keep_rows, tl.nq), last = min(first + p->early_rows, tl.nq);
+    const int bytes = p->cw * (int)sizeof(frost_io);
+    for (int r = first + (int)threadIdx.x; r < last; r += CNC_THREADS) {
+        const int q = tl.q0 + r, n = q / p->hw;
+        const int64_t at = (int64_t)(q - n * p->hw) * p->c + tl.c0;
+        cn_prefetch_run((const char *)((const frost_io *)p->x + (int64_t)n * p->x_sn + at), bytes);
+        if (with_dy)
+            cn_prefetch_run((const char *)((const frost_io *)p->dy + (int64_t)n * p->dy_sn + at), bytes);
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
     cnorm_stream_fwd_apply_kernel(const __grid_constant__ cnorm_params p)
 {
+    cs_prefetch_early(&p, false);
     frost_wait_prior_grid(); /* launched early after the finalize kernel */
     cs_two_launch(&p, CS_FWD_APPLY);
 }
@@ -631,6 +652,7 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
 extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
     cnorm_stream_bwd_apply_kernel(const __grid_constant__ cnorm_params p)
 {
+    cs_prefetch_early(&p, true);
     frost_wait_prior_grid();
     cs_two_launch(&p, CS_BWD_APPLY);
 }
