@@ -308,15 +308,8 @@ static const cluster_case stream_cases[] = {
      1024, 64},
     {"two-launch bn fwd small: every row kept", BN, 1, 1, 4, 64, 256, 0, 2, "FROST_CNORM_STREAM=2", 64, 128},
     {"two-launch bn fwd 4M rows: still taken", BN, 1, 1, 1024, 64, 4096, 0, 2, "FROST_CNORM_STREAM=2", 64, 264},
-    {"FROST_CNORM_STREAM=4 is not a form: the default", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=4", 512,
+    {"FROST_CNORM_STREAM=3 is not a form: the default", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=3", 512,
      264},
-    {"held bn fwd 32x512x64x64: the whole C, the last rows held", BN, 1, 1, 32, 512, 4096, 0, 2,
-     "FROST_CNORM_STREAM=3", 512, 264},
-    {"held bn fwd 128x256x32x32", BN, 1, 1, 128, 256, 1024, 0, 2, "FROST_CNORM_STREAM=3", 256, 264},
-    {"held bn fwd small: every row held", BN, 1, 1, 4, 64, 256, 0, 2, "FROST_CNORM_STREAM=3", 64, 128},
-    {"held bn fwd f32 C 4096: two windows, so two launches", BN, 1, 1, 8, 4096, 64, 0, 4, "FROST_CNORM_STREAM=3",
-     1024, 64},
-    {"held bn bwd: two launches", BN, 1, 2, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=3", 512, 264},
     {"FROST_CNORM_WINDOW=32 sets the two-launch form's window", BN, 1, 1, 32, 512, 4096, 0, 2,
      "FROST_CNORM_WINDOW=32", 32, 264},
     {"FROST_CNORM_STREAM_BLOCKS=3: three blocks per SM", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM_BLOCKS=3",
@@ -353,38 +346,22 @@ static void run_stream_case(int index, const cluster_case *c)
         geo.k_tiles > dev.sms * blocks)
         tu_failf("%lld rows x %lld tiles do not cut %lld rows over the resident blocks", (long long)geo.rows,
                  (long long)geo.k_tiles, (long long)rows_all);
-    const int64_t window_bytes = rows_all * geo.cw * c->esize * c->tensors;
-    const int asked_held = c->env && strcmp(c->env, "FROST_CNORM_STREAM=3") == 0;
-    const int held = asked_held && c->tensors == 1 && geo.windows == 1;
     const int form = c->env && strcmp(c->env, "FROST_CNORM_STREAM=1") == 0 ? 1 : 2;
-    if (geo.stream != (held ? 3 : form))
-        tu_failf("form %d, expected %d", geo.stream, held ? 3 : form);
-    /* the held form: the most rows shared memory takes beside the reduction's arrays */
-    const int64_t row_bytes = geo.cw * c->esize * c->tensors;
-    const size_t base = (size_t)CNS_SMEM_BYTES(geo.cw, geo.cw / vec);
-    const size_t per_sm = dev.smem_per_sm / (size_t)geo.blocks - dev.reserved;
-    const size_t cap = per_sm < dev.optin ? per_sm : dev.optin;
-    const int64_t hold = held ? ((int64_t)((cap - base) / (size_t)row_bytes) < geo.rows
-                                     ? (int64_t)((cap - base) / (size_t)row_bytes)
-                                     : geo.rows)
-                              : 0;
-    if (geo.hold_rows != hold || geo.smem != base + (size_t)(hold * row_bytes) || geo.smem > cap ||
-        (held && hold < 1))
-        tu_failf("%lld rows held in %zu bytes of shared memory, expected %lld", (long long)geo.hold_rows, geo.smem,
-                 (long long)hold);
+    const int64_t window_bytes = rows_all * geo.cw * c->esize * c->tensors;
+    if (geo.stream != form)
+        tu_failf("form %d, expected %d", geo.stream, form);
     if (form == 1 && window_bytes > dev.l2_bytes / 3)
         tu_failf("a window of %lld bytes, more than a third of L2", (long long)window_bytes);
     /* the first read keeps every row for the one-launch form, and for the two-launch form the
      * first rows of each tile, as many as fit 60 % of L2 over all windows */
     const double share = dev.l2_bytes * 0.6 / (double)(window_bytes * geo.windows);
-    const int64_t share_rows = form == 1 || share >= 1.0 ? geo.rows : (int64_t)(geo.rows * share);
-    const int64_t keep = share_rows < geo.rows - hold ? share_rows : geo.rows - hold;
+    const int64_t keep = form == 1 || share >= 1.0 ? geo.rows : (int64_t)(geo.rows * share);
     if (geo.keep_rows != keep || keep > geo.rows || (form == 2 && window_bytes * geo.windows > dev.l2_bytes &&
                                                      keep * geo.k_tiles * geo.cw * c->esize * c->tensors *
                                                              geo.windows > (int64_t)(dev.l2_bytes * 0.6)))
         tu_failf("%lld of %lld rows per tile kept in L2 (expected %lld)", (long long)geo.keep_rows,
                  (long long)geo.rows, (long long)keep);
-    if (geo.num_tiles != geo.windows * geo.k_tiles)
+    if (geo.smem != (size_t)CNS_SMEM_BYTES(geo.cw, geo.cw / vec) || geo.num_tiles != geo.windows * geo.k_tiles)
         tu_failf("%zu bytes of shared memory, %lld tiles", geo.smem, (long long)geo.num_tiles);
 }
 

@@ -88,8 +88,7 @@ typedef struct ccase {
     int blocks;         /* FROST_CNORM_BLOCKS for the GPU build (0: the tiling's choice, 1 with tile_kb) */
     int cluster;        /* FROST_CNORM_CLUSTER for the GPU build: 0 unset, -1 off, 1..8 tiles per cluster */
     int stream;         /* FROST_CNORM_STREAM for the GPU build (BatchNorm's stream path): 0 unset (the
-                           two-launch form), 1 one launch, 2 two launches, 3 the held form (the forward;
-                           two launches when C is more than one window), -1 "0" (off) */
+                           two-launch form), 1 one launch, 2 two launches, -1 "0" (off) */
 } ccase;
 
 #define F32 FROST_F32
@@ -191,21 +190,6 @@ static const ccase table[] = {
      0, 2},
     {"bn f32 nhwc stream misaligned 3 blocks", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 1, 0, 1, 1.0, 0, 1, 0, 0,
      0},
-    {"bn bf16 nhwc stream held odd rows gap", BN, BF16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 1, 1, 0, 2.0, 0, 1, 0, 0,
-     3},
-    {"bn f32 nhwc stream held misaligned", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0, 1, 1.0, 0, 1, 0, 0, 3},
-    {"bn bf16 nhwc stream held 512 channels hold 3 early", BN, BF16, 8, 512, 45, 45, 0, 1, 0, 2, 2, 0, 0, 1, 0, 0, 0,
-     1.0, 0, 1, 0, 0, 3},
-    {"bn f16 nhwc stream held 192 channels", BN, F16, 16, 192, 24, 20, 0, 1, 0, 1, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 0, 0, 0,
-     3},
-    {"bn bf16 nhwc stream held 2 windows", BN, BF16, 3, 4096, 4, 5, 0, 1, 0, 2, 2, 0, 0, 1, 0, 0, 0, 0.5, 0, 1, 0, 0,
-     3},
-    {"bn bf16 nhwc stream held big early", BN, BF16, 64, 128, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 0, 0, 0, 0.5, 0, 0, 0, 0,
-     3},
-    {"bn bf16 nhwc stream held f32 params no bias", BN, BF16, 32, 256, 16, 16, 0, 1, 0, 1, 0, 0, 0, 1, 0, 0, 0, 3.0, 0,
-     1, 0, 0, 3},
-    {"bn bf16 nhwc stream two-launch early", BN, BF16, 64, 128, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 1, 0,
-     0, 2},
 };
 #undef F32
 #undef F16
@@ -373,11 +357,7 @@ static int run_gpu(run *r, frost_graph *g, const frost__device *dev, int backwar
     if (c->cluster)
         setenv("FROST_CNORM_CLUSTER", cluster, 1);
     if (c->stream)
-        setenv("FROST_CNORM_STREAM", c->stream == 3 ? "3" : c->stream == 2 ? "2" : c->stream > 0 ? "1" : "0", 1);
-    if (strstr(c->name, "hold 3"))
-        setenv("FROST_CNORM_HOLD_ROWS", "3", 1);
-    if (strstr(c->name, "early"))
-        setenv("FROST_CNORM_STREAM_EARLY", "100", 1);
+        setenv("FROST_CNORM_STREAM", c->stream == 2 ? "2" : c->stream > 0 ? "1" : "0", 1);
     if (strstr(c->name, "merge in launch"))
         setenv("FROST_CNORM_STREAM_MERGE", "0", 1);
     if (strstr(c->name, "combined kernel"))
@@ -386,8 +366,6 @@ static int run_gpu(run *r, frost_graph *g, const frost__device *dev, int backwar
         setenv("FROST_CNORM_STREAM_BLOCKS", "3", 1);
     const int built = tu_run_cuda(g, dev, &slots, c->misalign, repeat);
     unsetenv("FROST_CNORM_STREAM_MERGE");
-    unsetenv("FROST_CNORM_HOLD_ROWS");
-    unsetenv("FROST_CNORM_STREAM_EARLY");
     unsetenv("FROST_CNORM_STREAM_SPLIT");
     unsetenv("FROST_CNORM_STREAM_BLOCKS");
     unsetenv("FROST_CNORM_TILE_KB");
@@ -548,11 +526,7 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
         if (streamed && two_launches && merge_kernel && !strstr(explain, strstr(c->name, "3 blocks") ? "3 blocks per SM"
                                                                                                    : "2 blocks per SM"))
             tu_failf("the two-launch form's blocks per SM are not the case's:\n%s", explain);
-        /* the held form: the forward of the cases that ask for it, when C is one window */
-        const int held_form = strstr(explain, "held in shared memory") != NULL;
-        if (streamed && held_form != (c->stream == 3 && !strstr(c->name, "2 windows")))
-            tu_failf("the stream path's held form %s:\n%s", held_form ? "taken" : "not taken", explain);
-        if (streamed && !held_form && two_launches != (c->stream != 1))
+        if (streamed && two_launches != (c->stream != 1))
             tu_failf("the stream path's %s form, expected the other:\n%s", two_launches ? "two-launch" : "one-launch",
                      explain);
         /* these cases are sized to exceed one wave of 16 KB tiles on a GPU of <= 140 SMs */
@@ -629,7 +603,7 @@ static ccase random_case(uint64_t seed, int index)
     c.blocks = (int)tu_int(&rng, 0, 3);
     static const int clusters[] = {0, 0, 1, 2, 4, 8};
     c.cluster = clusters[tu_int(&rng, 0, 5)];
-    c.stream = (int)tu_int(&rng, 0, 4) - 1;
+    c.stream = (int)tu_int(&rng, 0, 3) - 1;
     return c;
 }
 

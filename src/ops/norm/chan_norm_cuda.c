@@ -50,8 +50,7 @@
  * 1, 2, 4, 8 (GroupNorm / InstanceNorm in both layouts, BatchNorm NCHW: 120 keys) and, for
  * NCHW tiles that hold part of their rows, CLUSTER = 8 with HELD (18 keys), the
  * stream path three per dtype and direction (the combined kernel,
- * the statistics and the output entry points with STREAM_BLOCKS = 2: 18) and the forward's
- * held form (STREAM_BLOCKS = 2: 3); all listed by
+ * the statistics and the output entry points with STREAM_BLOCKS = 2: 18); all listed by
  * frost__cnorm_cuda_keys.
  */
 #include <stdint.h>
@@ -76,11 +75,10 @@ static const char *const entry_names[2][NUM_ENTRIES] = {
     {"cnorm_fwd_kernel", "cnorm_fwd_finalize_kernel", NULL, NULL},
     {"cnorm_bwd_kernel", "cnorm_bwd_finalize_kernel", "cnorm_bwd_dparams_kernel", NULL},
 };
-/* the stream path's entry points: [backward][combined, statistics, output, held form] */
-static const char *const stream_entry[2][4] = {
-    {"cnorm_stream_fwd_kernel", "cnorm_stream_fwd_stats_kernel", "cnorm_stream_fwd_apply_kernel",
-     "cnorm_stream_fwd_held_kernel"},
-    {"cnorm_stream_bwd_kernel", "cnorm_stream_bwd_stats_kernel", "cnorm_stream_bwd_apply_kernel", NULL},
+/* the stream path's entry points: [backward][combined, statistics, output] */
+static const char *const stream_entry[2][3] = {
+    {"cnorm_stream_fwd_kernel", "cnorm_stream_fwd_stats_kernel", "cnorm_stream_fwd_apply_kernel"},
+    {"cnorm_stream_bwd_kernel", "cnorm_stream_bwd_stats_kernel", "cnorm_stream_bwd_apply_kernel"},
 };
 static const char *const cluster_entry[2] = {"cnorm_cluster_fwd_kernel", "cnorm_cluster_bwd_kernel"};
 static const char *const kind_define[3] = {"KIND_GROUP", "KIND_INSTANCE", "KIND_BATCH"};
@@ -160,16 +158,14 @@ static frost_status pick_layout(const frost__graph *g, const frost__node *n, con
  * stream path's split entry points: the geometry's count); cluster: > 0 for the cluster
  * path's main kernel (chan_norm_cluster.cu), its blocks per cluster, -1 for the stream path's
  * combined kernel (chan_norm_stream.cu), -2 for its split entry points (ENTRY_MAIN: the
- * statistics, ENTRY_APPLY: the output), -3 for its held form (ENTRY_MAIN, the forward) */
+ * statistics, ENTRY_APPLY: the output) */
 static void fill_key(frost__kernel_key *k, int backward, int entry, frost_dtype dtype, int kind, int nhwc,
                      int64_t blocks, int64_t cluster, int held)
 {
     const int clustered = entry == ENTRY_MAIN && cluster > 0;
-    const int streamed = (entry == ENTRY_MAIN || entry == ENTRY_APPLY) && cluster < 0;
-    const int split = cluster <= -2; /* entry points of their own, STREAM_BLOCKS in the key */
+    const int streamed = (entry == ENTRY_MAIN || entry == ENTRY_APPLY) && cluster < 0, split = cluster == -2;
     if (streamed)
-        frost__key_init(k, STREAM_SOURCE,
-                        stream_entry[backward][cluster == -3 ? 3 : !split ? 0 : entry == ENTRY_MAIN ? 1 : 2]);
+        frost__key_init(k, STREAM_SOURCE, stream_entry[backward][!split ? 0 : entry == ENTRY_MAIN ? 1 : 2]);
     else
         frost__key_init(k, clustered ? CLUSTER_SOURCE : backward ? BWD_SOURCE : FWD_SOURCE,
                         clustered ? cluster_entry[backward] : entry_names[backward][entry]);
@@ -234,8 +230,7 @@ static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
     k->num_segments = (int32_t)geo->num_segments;
     k->arrivals = (int32_t)(geo->stream ? CNS_GROUPS(geo->k_tiles) : geo->k_tiles);
     k->keep_rows = (int32_t)geo->keep_rows;
-    k->early_rows = (int32_t)(pl->early || geo->stream == 3 ? geo->early_rows : 0);
-    k->hold_rows = (int32_t)geo->hold_rows;
+    k->early_rows = (int32_t)(pl->early ? geo->early_rows : 0);
     k->ramp_cycles = (int32_t)geo->ramp_cycles;
     k->ramp_classes = (int32_t)geo->ramp_classes;
     k->first_wave = (int32_t)(geo->first_wave < INT32_MAX ? geo->first_wave : INT32_MAX);
@@ -409,8 +404,7 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
     for (int e = 0; e < NUM_ENTRIES; e++)
         if (pl->use[e])
             fill_key(&pl->keys[e], p->backward, e, pl->dtype, pl->kind, nhwc, pl->geo.blocks,
-                     pl->geo.stream == 3 ? -3 : pl->split ? -2 : pl->geo.stream ? -1 : pl->geo.cluster,
-                     pl->geo.held != 0);
+                     pl->split ? -2 : pl->geo.stream ? -1 : pl->geo.cluster, pl->geo.held != 0);
     fill_params(p, pl);
     plan_workspace(pl);
     pl->grid_finalize = (unsigned)frost__cnorm_ceil_div(pl->geo.num_segments * pl->geo.sets, CNORM_FIN_SETS);
@@ -462,7 +456,7 @@ static frost_status cnorm_build(const frost_context *ctx, const frost__node *n, 
     }
     if (pl->geo.stream) { /* k_tiles blocks; one launch: all resident (the geometry counted CNS_MIN_BLOCKS per SM) */
         const int64_t fit = blocks_fit(dev, k, CNC_THREADS, pl->geo.smem);
-        if ((pl->geo.stream == 1 || pl->geo.stream == 3) && fit * dev->sm_count < pl->geo.k_tiles)
+        if (pl->geo.stream == 1 && fit * dev->sm_count < pl->geo.k_tiles)
             return frost__fail(FROST_INTERNAL, "cuda BatchNorm stream kernel: %lld blocks must be resident, the "
                                                "device holds %lld (%d registers, %zu B shared memory)",
                                (long long)pl->geo.k_tiles, (long long)(fit * dev->sm_count), k->attrs.registers,
@@ -606,13 +600,7 @@ static void cnorm_describe(const void *plan, frost__buf *out)
                           (long long)geo->windows, geo->windows == 1 ? "" : "s", (long long)geo->cw,
                           (long long)geo->k_tiles, (long long)geo->rows, geo->stream == 2 ? "" : "resident ",
                           pl->grid_main, CNC_THREADS);
-        if (geo->stream == 3)
-            frost__buf_printf(out, ", in one launch of resident blocks: the statistics from HBM (the first %lld rows "
-                                   "of each tile kept in L2, the last %lld held in shared memory), a grid barrier, "
-                                   "each block merging 1 / %u of the channels in tile order (deterministic), a "
-                                   "second barrier, then the output (the held rows from shared memory)",
-                              (long long)geo->keep_rows, (long long)geo->hold_rows, pl->grid_main);
-        else if (geo->stream == 2 && pl->merge_kernel)
+        if (geo->stream == 2 && pl->merge_kernel)
             frost__buf_printf(out, ", in two passes over x%s: every window's %s (from HBM; the first %lld rows of "
                                    "each tile kept in L2), merged per channel in tile order by %s (deterministic), "
                                    "then every window's output (%s, %lld blocks per SM)",
@@ -716,10 +704,10 @@ int frost__cnorm_cuda_keys(frost__kernel_key *keys, int cap)
      * default blocks per SM */
     for (int backward = 0; backward < 2; backward++)
         for (size_t d = 0; d < FROST__ARRAY_SIZE(dtypes); d++)
-            for (int e = 0; e < 4 - backward; e++) { /* combined, split statistics, split output, held */
+            for (int e = 0; e < 3; e++) { /* combined, split statistics, split output */
                 if (count < cap)
                     fill_key(&keys[count], backward, e == 2 ? ENTRY_APPLY : ENTRY_MAIN, dtypes[d],
-                             FROST__CNORM_BATCH, 1, CNS_MIN_BLOCKS, e == 0 ? -1 : e == 3 ? -3 : -2, 0);
+                             FROST__CNORM_BATCH, 1, CNS_MIN_BLOCKS, e == 0 ? -1 : -2, 0);
                 count++;
             }
     return count;

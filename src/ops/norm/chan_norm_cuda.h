@@ -34,12 +34,10 @@ typedef struct cnorm_geometry {
     int resident;    /* one HBM pass; else statistics, finalize, apply */
     int64_t cluster; /* > 0: the cluster path, a segment's k_tiles = cluster tiles in one cluster */
     int stream;      /* the stream path: one tile of every window per block, the grid k_tiles blocks; 1 one
-                        launch overlapping windows (all blocks resident), 2 two launches (statistics, output), 3
-                        one launch of one window holding each tile's last rows (all blocks resident) */
+                        launch overlapping windows (all blocks resident), 2 two launches (statistics, output) */
     int64_t keep_rows; /* stream path: the rows of a tile whose first read keeps them in L2 for the second */
     int64_t early_rows; /* two-launch stream path: the rows of a tile after keep_rows that the output launch
                            asks L2 for before the statistics are final */
-    int64_t hold_rows;  /* held stream form (stream = 3): the last rows of a tile kept in shared memory */
     int64_t held;      /* NCHW cluster path: the rows of a tile held in shared memory, when fewer than rows (the
                           others are read twice, the second time mostly from L2); else 0 */
     size_t smem;

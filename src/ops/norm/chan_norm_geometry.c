@@ -402,10 +402,8 @@ int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cn
     const char *env = getenv("FROST_CNORM_STREAM");
     const int64_t window = env_int("FROST_CNORM_WINDOW", 1, INT32_MAX), vec = 16 / s->esize;
     const int64_t rows_all = s->n * s->hw;
-    /* FROST_CNORM_STREAM: unset or 2 the two-launch form, 1 the one-launch form, 3 the held form
-     * (the forward with one window of all C; else the two-launch form), 0 off */
-    const int asked = !env ? 2 : (env[0] >= '0' && env[0] <= '3') && !env[1] ? env[0] - '0' : 2;
-    const int held = asked == 3 && s->tensors == 1, form = asked == 3 ? 2 : asked;
+    /* FROST_CNORM_STREAM: unset or 2 the two-launch form, 1 the one-launch form, 0 off */
+    const int form = !env ? 2 : (env[0] >= '0' && env[0] <= '2') && !env[1] ? env[0] - '0' : 2;
     if (!form || s->kind != FROST__CNORM_BATCH || !s->nhwc || !s->vec_layout || rows_all * s->c == 0 ||
         dev->l2_bytes <= 0)
         return 0;
@@ -442,39 +440,23 @@ int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cn
         out->blocks = blocks;
         out->resident = 1;
         out->stream = form;
-        out->smem = smem;
-        const int64_t row_bytes = cw * s->esize * s->tensors;
-        /* the held form: as many of a tile's last rows as shared memory takes beside the
-         * reduction's arrays (FROST_CNORM_HOLD_ROWS caps them) */
-        if (held && out->windows == 1) {
-            const int64_t room = (int64_t)(per_sm < dev->optin ? per_sm : dev->optin) - (int64_t)CNORM_ALIGN16(smem);
-            const char *cap = getenv("FROST_CNORM_HOLD_ROWS");
-            int64_t hold = room > 0 ? room / row_bytes : 0;
-            hold = hold < out->rows ? hold : out->rows;
-            if (cap && env_int("FROST_CNORM_HOLD_ROWS", 0, INT32_MAX) < hold)
-                hold = env_int("FROST_CNORM_HOLD_ROWS", 0, INT32_MAX);
-            out->stream = 3;
-            out->hold_rows = hold;
-            out->smem = CNORM_ALIGN16(smem) + (size_t)(hold * row_bytes);
-        }
         /* the rows of each tile whose first read keeps them in L2 for the second: all of them when
-         * one launch overlaps windows that fit, else the share of 60 % of L2 in all of x (and dy)
-         * (the held form: of the rows not held) */
-        const int64_t reread = out->rows - out->hold_rows;
+         * one launch overlaps windows that fit, else the share of 60 % of L2 in all of x (and dy) */
         out->keep_rows = out->rows;
         if (form == 2 && window_bytes * out->windows > (int64_t)(dev->l2_bytes * 0.6))
             out->keep_rows =
                 (int64_t)((double)out->rows * (dev->l2_bytes * 0.6) / (double)(window_bytes * out->windows));
-        out->keep_rows = out->keep_rows < reread ? out->keep_rows : reread;
-        /* the rows after keep_rows that the output launch (the held form: each block before its
-         * first barrier) asks L2 for while the statistics merge (chan_norm_stream.cu,
-         * cs_prefetch_early): FROST_CNORM_STREAM_EARLY percent of L2 over window 0's tiles */
+        /* the rows after keep_rows that the output launch asks L2 for while the finalize kernel
+         * merges (chan_norm_stream.cu, cs_prefetch_early): FROST_CNORM_STREAM_EARLY percent of L2
+         * over window 0's tiles */
         if (form == 2) {
             const char *early = getenv("FROST_CNORM_STREAM_EARLY");
             const int64_t pct = early ? env_int("FROST_CNORM_STREAM_EARLY", 0, 100) : CNS_EARLY_L2_PCT;
+            const int64_t row_bytes = cw * s->esize * s->tensors;
             const int64_t fit = (int64_t)((double)dev->l2_bytes * (double)pct / 100.0) / (out->k_tiles * row_bytes);
-            out->early_rows = fit < reread - out->keep_rows ? fit : reread - out->keep_rows;
+            out->early_rows = fit < out->rows - out->keep_rows ? fit : out->rows - out->keep_rows;
         }
+        out->smem = smem;
         return 1;
     }
     return 0;

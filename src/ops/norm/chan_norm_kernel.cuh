@@ -186,7 +186,6 @@ typedef struct cnorm_params {
                              hint) for the second read; the others are read evict-first */
     int32_t early_rows;   /* two-launch stream path: the output launch's L2 prefetch of rows keep_rows to
                              keep_rows + early_rows of its tiles, issued before it waits for the statistics */
-    int32_t hold_rows;    /* held stream form: the last rows of a tile kept in shared memory between its reads */
     int32_t ramp_cycles;  /* cluster path: the first wave's clusters start over this many SM cycles, in */
     int32_t ramp_classes; /* ramp_classes evenly spaced classes (chan_norm_cluster.cu, cc_ramp); 0: at once */
     int32_t first_wave;   /* cluster path: the tiles of the first wave (SMs x resident blocks) */
@@ -194,7 +193,7 @@ typedef struct cnorm_params {
     float inv_m;          /* 1 / elements per set */
     float unbias;         /* M / (M - 1) (BatchNorm running variance) */
 } cnorm_params;
-#define CNORM_PARAMS_BYTES 360
+#define CNORM_PARAMS_BYTES 352
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 

@@ -190,8 +190,7 @@ FROST_DEVICE void cs_params(const cnorm_params *p, const cnorm_tile *tl, const c
  * records and, unless the finalize kernel merges them (CNORM_F_MERGE_KERNEL), the arrival
  * and for the last arrival the window's merge. */
 FROST_DEVICE void cs_stats(const cnorm_params *p, const cnorm_tile *tl, int t, const cc_map *w, const cs_smem *m,
-                           uint64_t keep, uint64_t drop, const bool merge_here, uint4 *hold = nullptr,
-                           int hold_from = 0)
+                           uint64_t keep, uint64_t drop, const bool merge_here)
 {
     const bool hint = p->prefetch != CNORM_PREFETCH_NONE;
     float s[CN_VEC], a[CN_VEC], b[CN_VEC];
@@ -217,9 +216,6 @@ FROST_DEVICE void cs_stats(const cnorm_params *p, const cnorm_tile *tl, int t, c
                 for (int i = 0; i < CS_BATCH; i++)
                     if (r + i * w->per < tl->nq) {
                         float x[CN_VEC];
-                        if (hold && r + i * w->per >= hold_from) /* the held form keeps the tile's last rows */
-                            hold[(r + i * w->per - hold_from) * (p->cw / CN_VEC) + w->u] =
-                                make_uint4(v[i][0], v[i][1], v[i][2], v[i][3]);
                         cn_unpack(v[i], x);
                         cs_acc(x, s, a, b);
                     }
@@ -261,7 +257,7 @@ FROST_DEVICE void cs_stats(const cnorm_params *p, const cnorm_tile *tl, int t, c
 
 /* y for tile tl's rows, once its window's statistics are out: x read again (from L2). */
 FROST_DEVICE void cs_apply(const cnorm_params *p, const cnorm_tile *tl, const cc_map *w, const cs_smem *m, int par,
-                           uint64_t drop, const bool later_launch, const uint4 *hold = nullptr, int hold_from = 0)
+                           uint64_t drop, const bool later_launch)
 {
     const bool hint = p->prefetch != CNORM_PREFETCH_NONE;
     if (later_launch) /* a later launch than the statistics' merge */
@@ -286,20 +282,19 @@ FROST_DEVICE void cs_apply(const cnorm_params *p, const cnorm_tile *tl, const cc
         b[k] = m->coef_b[w->u * CN_VEC + k];
     }
     cs_cursor cx = cs_begin(p, tl, w, p->x, p->x_sn), cy = cs_begin(p, tl, w, p->out, p->out_sn);
-    const int lim = hold ? hold_from : tl->nq; /* rows past lim are in shared memory */
     int r = w->r0;
     if (p->vec_ok)
-        for (; r < lim; r += CS_BATCH * w->per) {
+        for (; r < tl->nq; r += CS_BATCH * w->per) {
             uint32_t v[CS_BATCH][4];
 #pragma unroll
             for (int i = 0; i < CS_BATCH; i++) {
-                if (r + i * w->per < lim)
+                if (r + i * w->per < tl->nq)
                     cn_ldg_v4(v[i], cx.g, hint, drop);
                 cs_advance(p, w, p->x_sn, &cx);
             }
 #pragma unroll
             for (int i = 0; i < CS_BATCH; i++) {
-                if (r + i * w->per < lim) {
+                if (r + i * w->per < tl->nq) {
                     float x[CN_VEC];
                     cn_unpack(v[i], x);
 #pragma unroll
@@ -311,7 +306,7 @@ FROST_DEVICE void cs_apply(const cnorm_params *p, const cnorm_tile *tl, const cc
                 cs_advance(p, w, p->out_sn, &cy);
             }
         }
-    for (; r < lim; r += w->per) {
+    for (; r < tl->nq; r += w->per) {
         float x[CN_VEC];
         cs_unit(p, cx.g, x, hint, drop);
         cs_advance(p, w, p->x_sn, &cx);
@@ -320,25 +315,6 @@ FROST_DEVICE void cs_apply(const cnorm_params *p, const cnorm_tile *tl, const cc
             x[k] = fmaf(x[k], a[k], b[k]);
         cc_store(p, (frost_io *)cy.g, x);
         cs_advance(p, w, p->out_sn, &cy);
-    }
-    if (!hold)
-        return;
-    /* the held rows (the caller holds only on the 16-byte path): this thread's first row at
-     * or past hold_from, then every per-th */
-    cc_map wh = *w;
-    wh.r0 = w->r0 + (hold_from > w->r0 ? (hold_from - w->r0 + w->per - 1) / w->per * w->per : 0);
-    cs_cursor ch = cs_begin(p, tl, &wh, p->out, p->out_sn);
-    for (r = wh.r0; r < tl->nq; r += w->per) {
-        const uint4 q = hold[(r - hold_from) * (p->cw / CN_VEC) + w->u];
-        uint32_t v[4] = {q.x, q.y, q.z, q.w};
-        float x[CN_VEC];
-        cn_unpack(v, x);
-#pragma unroll
-        for (int k = 0; k < CN_VEC; k++)
-            x[k] = fmaf(x[k], a[k], b[k]);
-        cn_pack(v, x);
-        cn_st_stream_v4((void *)ch.g, v);
-        cs_advance(p, w, p->out_sn, &ch);
     }
 }
 
@@ -679,78 +655,4 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
     cs_prefetch_early(&p, true);
     frost_wait_prior_grid();
     cs_two_launch(&p, CS_BWD_APPLY);
-}
-
-/* ---- the held form ----------------------------------------------------------------------- */
-/* One launch, every block resident (the host checks), one window (all of C): block b reads
- * tile b once for its statistics and keeps the tile's last hold_rows rows in shared memory;
- * after a grid barrier each block merges its share of the channels (1 / grid of them, every
- * tile's record in tile order: deterministic) and writes their final statistics; after a
- * second barrier every block writes its tile's output, the held rows from shared memory and
- * the others from a second read (the first keep_rows of them kept in L2 by the first read, the
- * next early_rows asked of L2 before the first barrier).  The HBM bytes of the two-launch
- * form less the held rows, and no finalize launch. */
-
-/* Grid barrier i (workspace counter i, zeroed before the launch): every block's stores
- * before it are visible to every block after it.  Deadlock-free only with every block
- * resident; a wait past 30 s traps rather than hang the device. */
-FROST_DEVICE void cs_grid_sync(const cnorm_params *p, int i)
-{
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        uint32_t *counter = cn_counter(p, i);
-        atomicAdd(counter, 1u);
-        const uint64_t start = cn_globaltimer();
-        while (cn_ld_acquire(counter) < gridDim.x) {
-            __nanosleep(32);
-            if (cn_globaltimer() - start > 30000000000ull)
-                __trap();
-        }
-        __threadfence();
-    }
-    __syncthreads();
-}
-
-/* This block's share of the channels: each merged from every tile's record with `lanes`
- * threads (cn_merge_recs: a fixed order), then the saved and running statistics and the
- * final record (fwd_finish_set). */
-FROST_DEVICE void cs_fwd_finalize_share(const cnorm_params *p)
-{
-    const int j0 = (int)((int64_t)blockIdx.x * p->sets / gridDim.x);
-    const int count = (int)((int64_t)(blockIdx.x + 1) * p->sets / gridDim.x) - j0;
-    int lanes = 1;
-    while (lanes < 32 && lanes * 2 * count <= CNC_THREADS)
-        lanes *= 2;
-    for (int base = 0; base < count * lanes; base += CNC_THREADS) {
-        const int jj = (base + (int)threadIdx.x) / lanes;
-        const cnorm_stat st = cn_merge_recs(p, 0, jj < count ? p->k_tiles : 0, j0 + jj, CNORM_PART_FLOATS_FWD, lanes);
-        if (jj < count && (threadIdx.x & (lanes - 1)) == 0) {
-            float mean, rstd;
-            fwd_finish_set(p, 0, 0, j0 + jj, st, &mean, &rstd);
-            cn_st_v4(cn_final(p, 0, j0 + jj), mean, rstd, 0.0f, 0.0f);
-        }
-    }
-}
-
-extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
-    cnorm_stream_fwd_held_kernel(const __grid_constant__ cnorm_params p)
-{
-    extern __shared__ uint4 cnorm_smem[];
-    cs_smem m;
-    cs_carve(&p, (unsigned char *)cnorm_smem, &m);
-    uint4 *hold = p.vec_ok && p.hold_rows > 0
-                      ? (uint4 *)((unsigned char *)cnorm_smem + CNORM_ALIGN16(CNS_SMEM_BYTES(p.cw, p.cw / CN_VEC)))
-                      : nullptr;
-    const cc_map w = cc_map_make(&p);
-    const uint64_t keep = cn_l2_policy(true), drop = cn_l2_policy(false);
-    const cnorm_tile tl = cn_tile(&p, (int)blockIdx.x);
-    const int hold_from = tl.nq > p.hold_rows ? tl.nq - p.hold_rows : 0;
-    cs_params(&p, &tl, &m, 0);
-    cs_stats(&p, &tl, (int)blockIdx.x, &w, &m, keep, drop, false, hold, hold_from);
-    cs_prefetch_early(&p, false);
-    cs_grid_sync(&p, 0);
-    cs_fwd_finalize_share(&p);
-    cs_grid_sync(&p, 1);
-    cs_apply(&p, &tl, &w, &m, 0, drop, true, hold, hold_from);
 }
