@@ -310,6 +310,8 @@ static const cluster_case stream_cases[] = {
     {"two-launch bn fwd 4M rows: still taken", BN, 1, 1, 1024, 64, 4096, 0, 2, "FROST_CNORM_STREAM=2", 64, 264},
     {"FROST_CNORM_STREAM=3 is not a form: the default", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM=3", 512,
      264},
+    {"FROST_CNORM_STREAM_EARLY=100: every row after the kept ones asked early", BN, 1, 1, 32, 512, 4096, 0, 2,
+     "FROST_CNORM_STREAM_EARLY=100", 512, 264},
     {"FROST_CNORM_WINDOW=32 sets the two-launch form's window", BN, 1, 1, 32, 512, 4096, 0, 2,
      "FROST_CNORM_WINDOW=32", 32, 264},
     {"FROST_CNORM_STREAM_BLOCKS=3: three blocks per SM", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM_BLOCKS=3",
@@ -361,6 +363,14 @@ static void run_stream_case(int index, const cluster_case *c)
                                                              geo.windows > (int64_t)(dev.l2_bytes * 0.6)))
         tu_failf("%lld of %lld rows per tile kept in L2 (expected %lld)", (long long)geo.keep_rows,
                  (long long)geo.rows, (long long)keep);
+    /* the two-launch form's early prefetch: the rows after keep_rows, a share of L2 over the
+     * tiles of one window (FROST_CNORM_STREAM_EARLY percent, else CNS_EARLY_L2_PCT) */
+    const int64_t pct = c->env && strcmp(c->env, "FROST_CNORM_STREAM_EARLY=100") == 0 ? 100 : CNS_EARLY_L2_PCT;
+    const int64_t early_fit =
+        (int64_t)((double)dev.l2_bytes * (double)pct / 100.0) / (geo.k_tiles * geo.cw * c->esize * c->tensors);
+    const int64_t early = form == 1 ? 0 : early_fit < geo.rows - keep ? early_fit : geo.rows - keep;
+    if (geo.early_rows != early || keep + geo.early_rows > geo.rows)
+        tu_failf("%lld rows asked of L2 early, expected %lld", (long long)geo.early_rows, (long long)early);
     if (geo.smem != (size_t)CNS_SMEM_BYTES(geo.cw, geo.cw / vec) || geo.num_tiles != geo.windows * geo.k_tiles)
         tu_failf("%zu bytes of shared memory, %lld tiles", geo.smem, (long long)geo.num_tiles);
 }

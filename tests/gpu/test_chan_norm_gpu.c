@@ -49,7 +49,8 @@
  * block pass, the statistics merged by the finalize kernel or (FROST_CNORM_STREAM_MERGE=0) in
  * the statistics launch, the two launches on their own entry points (2 or, with
  * FROST_CNORM_STREAM_BLOCKS=3, 3 blocks per SM) or (FROST_CNORM_STREAM_SPLIT=0) on the
- * combined kernel, and explicitly off (the NHWC cases that test the
+ * combined kernel, the output launch's early L2 prefetch over the whole tile or off
+ * (FROST_CNORM_STREAM_EARLY=100 or 0), and explicitly off (the NHWC cases that test the
  * three-kernel fallback; random cases draw off, default, one and two launches), then
  * seeded random cases, then the selector's refusals.  FROST_TEST_SMALL=1 runs only the
  * cases marked small (for compute-sanitizer).  FROST_TEST_SEED / FROST_TEST_CASE rerun one.
@@ -190,6 +191,12 @@ static const ccase table[] = {
      0, 2},
     {"bn f32 nhwc stream misaligned 3 blocks", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 1, 0, 1, 1.0, 0, 1, 0, 0,
      0},
+    {"bn bf16 nhwc stream two-launch early", BN, BF16, 64, 128, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 1, 0,
+     0, 2},
+    {"bn f16 nhwc stream two-launch gap early", BN, F16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 1, 1, 0, 2.0, 0, 1, 0, 0,
+     2},
+    {"bn bf16 nhwc stream two-launch no early", BN, BF16, 8, 512, 45, 45, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 1.0, 0, 1,
+     0, 0, 2},
 };
 #undef F32
 #undef F16
@@ -358,6 +365,8 @@ static int run_gpu(run *r, frost_graph *g, const frost__device *dev, int backwar
         setenv("FROST_CNORM_CLUSTER", cluster, 1);
     if (c->stream)
         setenv("FROST_CNORM_STREAM", c->stream == 2 ? "2" : c->stream > 0 ? "1" : "0", 1);
+    if (strstr(c->name, "early"))
+        setenv("FROST_CNORM_STREAM_EARLY", strstr(c->name, "no early") ? "0" : "100", 1);
     if (strstr(c->name, "merge in launch"))
         setenv("FROST_CNORM_STREAM_MERGE", "0", 1);
     if (strstr(c->name, "combined kernel"))
@@ -366,6 +375,7 @@ static int run_gpu(run *r, frost_graph *g, const frost__device *dev, int backwar
         setenv("FROST_CNORM_STREAM_BLOCKS", "3", 1);
     const int built = tu_run_cuda(g, dev, &slots, c->misalign, repeat);
     unsetenv("FROST_CNORM_STREAM_MERGE");
+    unsetenv("FROST_CNORM_STREAM_EARLY");
     unsetenv("FROST_CNORM_STREAM_SPLIT");
     unsetenv("FROST_CNORM_STREAM_BLOCKS");
     unsetenv("FROST_CNORM_TILE_KB");

@@ -389,7 +389,9 @@ int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, c
  * then every window's output.  The window: the widest that divides C in whole 16-byte units
  * (at most CNC_THREADS units) and fits the shared memory, so that a block's rows are the
  * longest runs; the first keep_rows rows of every tile are read with an evict-last hint so
- * that the second launch finds them in L2 (as many as 60 % of L2 holds).
+ * that the second launch finds them in L2 (as many as 60 % of L2 holds), and the next
+ * early_rows (CNS_EARLY_L2_PCT percent of L2, FROST_CNORM_STREAM_EARLY) are asked of L2 by
+ * the second launch's blocks while the finalize kernel still merges.
  *
  * The one-launch form (FROST_CNORM_STREAM = 1): all blocks resident, windows overlapped
  * through L2.  The window: the narrowest whose pixel run is a whole 128-byte line (C itself

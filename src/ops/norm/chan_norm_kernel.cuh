@@ -137,8 +137,9 @@
 #define CNS_MIN_BLOCKS 2
 #define CNS_GROUP 16
 /* The two-launch form's early prefetch: the share of L2 (percent) that the output launch
- * asks for before the statistics are final (chan_norm_stream.cu, cs_prefetch_early) */
-#define CNS_EARLY_L2_PCT 0
+ * asks for before the statistics are final (chan_norm_stream.cu, cs_prefetch_early).  H100,
+ * 2026-12-05 (docs/PERF.md): forward 1.01-1.02x at 20 (40: 1.01x), backward 1.00x */
+#define CNS_EARLY_L2_PCT 20
 #define CNS_GROUPS(k_tiles) (((k_tiles) + CNS_GROUP - 1) / CNS_GROUP)
 #define CNS_SMEM_BYTES(cw, units)                                                                                  \
     (4ull * (2ull * (uint64_t)(cw) * (uint64_t)CNC_PHASES(units) + 16ull * (uint64_t)(cw)) + 16ull)
