@@ -138,8 +138,9 @@
 #define CNS_GROUP 16
 /* The two-launch form's early prefetch: the share of L2 (percent) that the output launch
  * asks for before the statistics are final (chan_norm_stream.cu, cs_prefetch_early).  H100,
- * 2026-12-05 (docs/PERF.md): forward 1.01-1.02x at 20 (40: 1.01x), backward 1.00x */
-#define CNS_EARLY_L2_PCT 20
+ * 2026-12-05 13:45 UTC (docs/PERF.md), against none: forward 1.01-1.02x at 20 and at 30,
+ * backward 1.00-1.01x at 20 and 1.01-1.02x at 30 */
+#define CNS_EARLY_L2_PCT 30
 #define CNS_GROUPS(k_tiles) (((k_tiles) + CNS_GROUP - 1) / CNS_GROUP)
 #define CNS_SMEM_BYTES(cw, units)                                                                                  \
     (4ull * (2ull * (uint64_t)(cw) * (uint64_t)CNC_PHASES(units) + 16ull * (uint64_t)(cw)) + 16ull)
