@@ -600,18 +600,18 @@ static void cnorm_describe(const void *plan, frost__buf *out)
                           (long long)geo->windows, geo->windows == 1 ? "" : "s", (long long)geo->cw,
                           (long long)geo->k_tiles, (long long)geo->rows, geo->stream == 2 ? "" : "resident ",
                           pl->grid_main, CNC_THREADS);
-        if (geo->stream == 2 && pl->merge_kernel)
+        if (geo->stream == 2 && pl->merge_kernel) {
             frost__buf_printf(out, ", in two passes over x%s: every window's %s (from HBM; the first %lld rows of "
                                    "each tile kept in L2), merged per channel in tile order by %s (deterministic), "
                                    "then every window's output (%s, %lld blocks per SM)",
                               dy, sums, (long long)geo->keep_rows, pl->keys[ENTRY_FINALIZE].entry,
                               pl->use[ENTRY_APPLY] ? pl->keys[ENTRY_APPLY].entry : pl->keys[ENTRY_MAIN].entry,
                               (long long)geo->blocks);
-        if (geo->stream == 2 && pl->merge_kernel && pl->params.early_rows > 0)
-            frost__buf_printf(out, "; the output launch asks L2 for the next %d rows of each tile while the merge "
-                                   "runs",
-                              pl->params.early_rows);
-        else if (geo->stream == 2)
+            if (pl->params.early_rows > 0)
+                frost__buf_printf(out, "; the output launch asks L2 for the next %d rows of each tile while the "
+                                       "merge runs",
+                                  pl->params.early_rows);
+        } else if (geo->stream == 2)
             frost__buf_printf(out, ", in two passes over x%s: every window's %s (from HBM; the first %lld rows of "
                                    "each tile kept in L2) with a fixed-order merge in two levels in the same launch "
                                    "(groups of %d tiles, then the groups; deterministic), then every window's output",

@@ -522,20 +522,20 @@ FROST_DEVICE void cn_prefetch_run(const char *start, int bytes)
 #endif
 }
 
-/* Asks L2 for a whole tile ahead of time, one thread per contiguous run: NHWC a pixel's
- * cw channels, NCHW one channel's pixels within one sample. */
+/* Asks L2 for a whole tile ahead of time, one thread of the block per contiguous run: NHWC
+ * a pixel's cw channels, NCHW one channel's pixels within one sample. */
 static __device__ __noinline__ void cn_prefetch_tile(const cnorm_params *p, const cnorm_tile *tl, const frost_io *src, int64_t sn)
 {
     const int esize = (int)sizeof(frost_io);
 #if defined(LAYOUT_NHWC)
-    for (int r = threadIdx.x; r < tl->nq; r += CNORM_THREADS) {
+    for (int r = threadIdx.x; r < tl->nq; r += (int)blockDim.x) {
         const int q = tl->q0 + r, n = q / p->hw;
         cn_prefetch_run((const char *)(src + (int64_t)n * sn + (int64_t)(q - n * p->hw) * p->c + tl->c0),
                         p->cw * esize);
     }
 #else
     const int n_first = tl->q0 / p->hw, samples = (tl->q0 + tl->nq - 1) / p->hw - n_first + 1;
-    for (int k = threadIdx.x; k < p->cw * samples; k += CNORM_THREADS) {
+    for (int k = threadIdx.x; k < p->cw * samples; k += (int)blockDim.x) {
         const int cl = k / samples, n = n_first + (k - cl * samples);
         const int lo = max(tl->q0, n * p->hw), hi = min(tl->q0 + tl->nq, (n + 1) * p->hw);
         cn_prefetch_run((const char *)(src + (int64_t)n * sn + (int64_t)(tl->c0 + cl) * p->hw + (lo - n * p->hw)),

@@ -615,23 +615,20 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
 }
 
 /* The output launch starts while the finalize kernel merges (a programmatic dependent launch):
- * before it waits, each block asks L2 for rows keep_rows to keep_rows + early_rows of its tile
- * of window 0 (x, and dy for the backward), the first rows its second read would otherwise
- * take from HBM, so that HBM works through the merge.  One bulk prefetch per row run. */
+ * before it waits, each block asks L2 (cn_prefetch_tile) for rows keep_rows to keep_rows +
+ * early_rows of its tile of window 0 (x, and dy for the backward), the first rows its second
+ * read would otherwise take from HBM, so that HBM works through the merge. */
 FROST_DEVICE void cs_prefetch_early(const cnorm_params *p, const bool with_dy)
 {
     if (p->early_rows <= 0)
         return;
-    const cnorm_tile tl = cn_tile(p, (int)blockIdx.x);
-    const int first = min(p->keep_rows, tl.nq), last = min(first + p->early_rows, tl.nq);
-    const int bytes = p->cw * (int)sizeof(frost_io);
-    for (int r = first + (int)threadIdx.x; r < last; r += CNC_THREADS) {
-        const int q = tl.q0 + r, n = q / p->hw;
-        const int64_t at = (int64_t)(q - n * p->hw) * p->c + tl.c0;
-        cn_prefetch_run((const char *)((const frost_io *)p->x + (int64_t)n * p->x_sn + at), bytes);
-        if (with_dy)
-            cn_prefetch_run((const char *)((const frost_io *)p->dy + (int64_t)n * p->dy_sn + at), bytes);
-    }
+    cnorm_tile rows = cn_tile(p, (int)blockIdx.x);
+    const int first = min(p->keep_rows, rows.nq);
+    rows.q0 += first;
+    rows.nq = min(p->early_rows, rows.nq - first);
+    cn_prefetch_tile(p, &rows, (const frost_io *)p->x, p->x_sn);
+    if (with_dy)
+        cn_prefetch_tile(p, &rows, (const frost_io *)p->dy, p->dy_sn);
 }
 
 extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
