@@ -67,13 +67,27 @@ FROST_DEVICE void bwd_carve(const cnorm_params *p, unsigned char *base, bwd_smem
     m->scratch = (float *)(m->flag + 4);
 }
 
-/* Merged record of a set -> (mean, r, s1, s2); BatchNorm's finalizer also writes d_bias
- * and d_scale of the channel. */
-FROST_DEVICE void bwd_finish_set(const cnorm_params *p, int n, int c0, int j, cnorm_stat st, float out[4])
+/* The saved statistics of a set (those given; zeros for the others): saved[0] the mean,
+ * saved[1] inv_std.  The finalize kernel loads them beside its records. */
+FROST_DEVICE void bwd_load_saved(const cnorm_params *p, int n, int c0, int j, float saved[2])
 {
-    out[0] = (p->flags & CNORM_F_SAVED_MEAN) ? p->mean[cn_stat_index(p, n, c0, j, p->mean_sn, p->mean_ss)] : st.mean;
-    out[1] = (p->flags & CNORM_F_SAVED_RSTD) ? p->inv_std[cn_stat_index(p, n, c0, j, p->inv_sn, p->inv_ss)]
-                                             : rsqrtf(st.m2 * p->inv_m + p->eps);
+    saved[0] = (p->flags & CNORM_F_SAVED_MEAN) ? p->mean[cn_stat_index(p, n, c0, j, p->mean_sn, p->mean_ss)] : 0.0f;
+    saved[1] = (p->flags & CNORM_F_SAVED_RSTD) ? p->inv_std[cn_stat_index(p, n, c0, j, p->inv_sn, p->inv_ss)] : 0.0f;
+}
+
+/* Merged record of a set -> (mean, r, s1, s2), the saved statistics from saved
+ * (bwd_load_saved) or, when saved is NULL, read here; BatchNorm's finalizer also writes
+ * d_bias and d_scale of the channel. */
+FROST_DEVICE void bwd_finish_set(const cnorm_params *p, int n, int c0, int j, cnorm_stat st, const float *saved,
+                                 float out[4])
+{
+    float own[2];
+    if (!saved) {
+        bwd_load_saved(p, n, c0, j, own);
+        saved = own;
+    }
+    out[0] = (p->flags & CNORM_F_SAVED_MEAN) ? saved[0] : st.mean;
+    out[1] = (p->flags & CNORM_F_SAVED_RSTD) ? saved[1] : rsqrtf(st.m2 * p->inv_m + p->eps);
     out[2] = st.s1;
     out[3] = fmaf(st.mean - out[0], st.s1, st.s2); /* s2 about the final mean */
 #if defined(KIND_BATCH)
@@ -162,7 +176,7 @@ FROST_DEVICE void bwd_resolve_stats(const cnorm_params *p, const cnorm_tile *tl,
             cnorm_stat st;
             st.count = count, st.mean = m->centre[j], st.m2 = m->fin_r[j], st.s1 = m->fin_s1[j], st.s2 = m->fin_s2[j];
             float f[4];
-            bwd_finish_set(p, tl->n, tl->c0, j, st, f);
+            bwd_finish_set(p, tl->n, tl->c0, j, st, NULL, f);
             bwd_keep_final(m, j, f);
         }
         __syncthreads();
@@ -184,7 +198,7 @@ FROST_DEVICE void bwd_resolve_stats(const cnorm_params *p, const cnorm_tile *tl,
             const cnorm_stat st = cn_merge_set(p, tl->seg, j, PART_FLOATS, lanes);
             if (j < p->sets && (tid & (lanes - 1)) == 0) {
                 float f[4];
-                bwd_finish_set(p, tl->n, tl->c0, j, st, f);
+                bwd_finish_set(p, tl->n, tl->c0, j, st, NULL, f);
                 bwd_keep_final(m, j, f);
                 cn_st_v4(cn_final(p, tl->seg, j), f[0], f[1], f[2], f[3]);
             }
@@ -356,18 +370,20 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS, CNORM_MIN_BLOCKS) cn
 
 /* The merge of the fallback and of the stream path's two launches: a block per
  * CNORM_FIN_SETS sets (cn_finalize_merge: a fixed order). */
-extern "C" __global__ void __launch_bounds__(CNORM_THREADS) cnorm_bwd_finalize_kernel(const __grid_constant__ cnorm_params p)
+extern "C" __global__ void __launch_bounds__(CNORM_FIN_THREADS) cnorm_bwd_finalize_kernel(const __grid_constant__ cnorm_params p)
 {
-    int seg, j;
+    int seg, j, n, c0;
     cnorm_stat st;
+    float saved[2] = {0.0f, 0.0f}, f[4];
+    const bool valid = cn_finalize_set(&p, &seg, &j);
+    cn_seg_origin(&p, seg, &n, &c0);
     frost_wait_prior_grid(); /* launched early on the stream path (chan_norm_cuda.c) */
     frost_allow_next_grid();
-    if (!cn_finalize_merge(&p, PART_FLOATS, &seg, &j, &st))
+    if (valid && threadIdx.x < CNORM_FIN_SETS) /* the finalizing lanes (cn_finalize_merge) */
+        bwd_load_saved(&p, n, c0, j, saved);
+    if (!cn_finalize_merge(&p, PART_FLOATS, seg, j, valid, &st))
         return;
-    int n, c0;
-    float f[4];
-    cn_seg_origin(&p, seg, &n, &c0);
-    bwd_finish_set(&p, n, c0, j, st, f);
+    bwd_finish_set(&p, n, c0, j, st, saved, f);
     cn_st_v4(cn_final(&p, seg, j), f[0], f[1], f[2], f[3]);
 }
 

@@ -518,7 +518,7 @@ extern "C" __global__ void CC_CLUSTER_DIMS __launch_bounds__(CNC_THREADS, 3)
         const float mean = m.fin[2 * j], var = m.fin[2 * j + 1] * p.inv_m, rstd = rsqrtf(var + p.eps);
         m.fin[2 * j + 1] = rstd;
         if (leader) /* saved statistics, and BatchNorm's running statistics */
-            fwd_set_outputs(&p, tl.n, tl.c0, j, mean, var, rstd);
+            fwd_set_outputs(&p, tl.n, tl.c0, j, mean, var, rstd, NULL);
     }
     __syncthreads();
     /* y = x * a + b' per channel: a = rstd w_eff, b' = bias - mean a */

@@ -549,7 +549,7 @@ static frost_status cnorm_execute(const frost_context *ctx, const frost__node *n
         s = launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, threads, pl->geo.smem, &k, stream, 0);
     }
     if (s == FROST_OK && pl->use[ENTRY_FINALIZE])
-        s = launch(ctx, pl->kernels[ENTRY_FINALIZE], pl->grid_finalize, CNORM_THREADS, 0, &k, stream, pl->early);
+        s = launch(ctx, pl->kernels[ENTRY_FINALIZE], pl->grid_finalize, CNORM_FIN_THREADS, 0, &k, stream, pl->early);
     if (s == FROST_OK && pl->use[ENTRY_MAIN] && two_passes) {
         k.mode = CNORM_MODE_APPLY;
         s = launch(ctx, pl->kernels[pl->use[ENTRY_APPLY] ? ENTRY_APPLY : ENTRY_MAIN], pl->grid_main, threads,

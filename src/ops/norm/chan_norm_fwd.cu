@@ -122,7 +122,7 @@ FROST_DEVICE void fwd_resolve_stats(const cnorm_params *p, const cnorm_tile *tl,
         for (int j = tid; j < p->sets; j += CNORM_THREADS) {
             cnorm_stat st = cn_stat_zero();
             st.count = count, st.mean = m->set_mean[j], st.m2 = m->set_m2[j];
-            fwd_finish_set(p, tl->n, tl->c0, j, st, &m->fin_mean[j], &m->fin_rstd[j]);
+            fwd_finish_set(p, tl->n, tl->c0, j, st, NULL, &m->fin_mean[j], &m->fin_rstd[j]);
         }
         __syncthreads();
         return;
@@ -142,7 +142,7 @@ FROST_DEVICE void fwd_resolve_stats(const cnorm_params *p, const cnorm_tile *tl,
             const int j = (base + tid) / lanes;
             const cnorm_stat st = cn_merge_set(p, tl->seg, j, PART_FLOATS, lanes);
             if (j < p->sets && (tid & (lanes - 1)) == 0) {
-                fwd_finish_set(p, tl->n, tl->c0, j, st, &m->fin_mean[j], &m->fin_rstd[j]);
+                fwd_finish_set(p, tl->n, tl->c0, j, st, NULL, &m->fin_mean[j], &m->fin_rstd[j]);
                 float *fin = cn_final(p, tl->seg, j);
                 cn_st_v4(fin, m->fin_mean[j], m->fin_rstd[j], 0.0f, 0.0f);
             }
@@ -277,17 +277,19 @@ extern "C" __global__ void __launch_bounds__(CNORM_THREADS, CNORM_MIN_BLOCKS) cn
 /* The merge of the fallback and of the stream path's two-launch form: block b finalizes
  * the CNORM_FIN_SETS sets from b * CNORM_FIN_SETS on (over all segments) from their k_tiles
  * partials (cn_finalize_merge: a fixed order). */
-extern "C" __global__ void __launch_bounds__(CNORM_THREADS) cnorm_fwd_finalize_kernel(const __grid_constant__ cnorm_params p)
+extern "C" __global__ void __launch_bounds__(CNORM_FIN_THREADS) cnorm_fwd_finalize_kernel(const __grid_constant__ cnorm_params p)
 {
-    int seg, j;
+    int seg, j, n, c0;
     cnorm_stat st;
+    float run[2] = {0.0f, 0.0f}, mean, rstd;
+    const bool valid = cn_finalize_set(&p, &seg, &j);
+    cn_seg_origin(&p, seg, &n, &c0);
     frost_wait_prior_grid(); /* launched early on the stream path (chan_norm_cuda.c) */
     frost_allow_next_grid();
-    if (!cn_finalize_merge(&p, PART_FLOATS, &seg, &j, &st))
+    if (valid && threadIdx.x < CNORM_FIN_SETS) /* the finalizing lanes (cn_finalize_merge) */
+        fwd_load_running(&p, c0, j, run);
+    if (!cn_finalize_merge(&p, PART_FLOATS, seg, j, valid, &st))
         return;
-    int n, c0;
-    float mean, rstd;
-    cn_seg_origin(&p, seg, &n, &c0);
-    fwd_finish_set(&p, n, c0, j, st, &mean, &rstd);
+    fwd_finish_set(&p, n, c0, j, st, run, &mean, &rstd);
     cn_st_v4(cn_final(&p, seg, j), mean, rstd, 0.0f, 0.0f);
 }

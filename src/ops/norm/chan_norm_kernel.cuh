@@ -51,8 +51,10 @@
 #define CNORM_THREADS 512
 #define CNORM_WARPS (CNORM_THREADS / 32)
 #define CNORM_DP_SPLIT 4 /* warps per channel of cnorm_bwd_dparams_kernel (chan_norm_bwd.cu) */
-/* Sets one block of the finalize kernels merges (cn_finalize_merge, chan_norm_stats.cuh) */
+/* Sets one block of the finalize kernels merges, and its threads (cn_finalize_merge,
+ * chan_norm_stats.cuh) */
 #define CNORM_FIN_SETS 8
+#define CNORM_FIN_THREADS 512
 /* Blocks per SM the main kernels' launch bounds cut registers for: one by default (up to
  * 128 registers); the key define MINB (2 or 3: 64 or 40 registers), set when the tiling
  * runs that many blocks per SM (FROST_CNORM_BLOCKS, chan_norm_geometry.c).  Measured on

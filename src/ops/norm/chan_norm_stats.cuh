@@ -358,36 +358,49 @@ FROST_DEVICE cnorm_stat cn_merge_set(const cnorm_params *p, int seg, int j, cons
 }
 
 /* The finalize kernels' merge (cnorm_fwd_finalize_kernel, cnorm_bwd_finalize_kernel; blocks
- * of CNORM_THREADS): block b takes the CNORM_FIN_SETS sets b * CNORM_FIN_SETS + s, counted
- * over all segments (index seg * sets + j), and cuts each set's k_tiles records into
- * SLICES = CNORM_THREADS / CNORM_FIN_SETS contiguous slices: lane q * CNORM_FIN_SETS + s of
- * warp w merges slice w * (32 / CNORM_FIN_SETS) + q of set s in tile order (each load one
- * record of CNORM_FIN_SETS consecutive sets: a 128-byte line), the four slices of a warp
+ * of CNORM_FIN_THREADS): block b takes the CNORM_FIN_SETS sets b * CNORM_FIN_SETS + s,
+ * counted over all segments (index seg * sets + j; cn_finalize_set gives a thread its set
+ * and whether it exists), and cuts each set's k_tiles records into SLICES =
+ * CNORM_FIN_THREADS / CNORM_FIN_SETS contiguous slices: lane q * CNORM_FIN_SETS + s of warp
+ * w merges slice w * (32 / CNORM_FIN_SETS) + q of set s in tile order, the slices of a warp
  * merge in a fixed shuffle tree, and warp 0 merges the warps' results in warp order.  A
  * fixed order for a given k_tiles: deterministic.  The work is a few thousand instructions
  * per set, so it is spread over many SMs: a first version with 32 sets a block ran on 16
  * SMs of the H200 issue-bound (IPC 1.15, 11 us for BatchNorm's 512 channels x 264 tiles,
- * ncu 2026-12-03).  Returns true on the lanes of warp 0 that hold a set; the whole block
- * calls it. */
-FROST_DEVICE bool cn_finalize_merge(const cnorm_params *p, const int floats, int *seg, int *j, cnorm_stat *st)
+ * ncu 2026-12-03).  Smaller blocks over more SMs make the kernel itself shorter but not the
+ * BatchNorm NHWC pass around it: on the H100 (2026-12-05, docs/PERF.md) 2 sets in blocks of
+ * 128 threads (256 blocks) took 6.2-6.4 us against 7.9 for 8 in 512 (64 blocks), yet with
+ * the finalizers' loads of running or saved statistics issued beside the records (in both)
+ * 8 in 512 ran the three shapes measured 1.003-1.011x the old kernel and 2 in 128
+ * 0.999-1.015x: the kernel's blocks hold SMs the output launch's early blocks would use.
+ * Returns true on the lanes of warp 0 that hold a set (lanes below CNORM_FIN_SETS); the
+ * whole block calls it. */
+FROST_DEVICE bool cn_finalize_set(const cnorm_params *p, int *seg, int *j)
 {
-    enum { SETS = CNORM_FIN_SETS, PER_WARP = 32 / CNORM_FIN_SETS, SLICES = CNORM_THREADS / CNORM_FIN_SETS };
-    __shared__ cnorm_stat parts[CNORM_WARPS][SETS];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, s = lane % SETS, q = lane / SETS;
-    const int64_t gs = (int64_t)blockIdx.x * SETS + s;
+    const int64_t gs = (int64_t)blockIdx.x * CNORM_FIN_SETS + (threadIdx.x & 31) % CNORM_FIN_SETS;
     const bool valid = gs < (int64_t)p->num_segments * p->sets;
     *seg = valid ? (int)(gs / p->sets) : 0;
     *j = valid ? (int)(gs - (int64_t)*seg * p->sets) : 0;
+    return valid;
+}
+
+FROST_DEVICE bool cn_finalize_merge(const cnorm_params *p, const int floats, int seg, int j, bool valid,
+                                    cnorm_stat *st)
+{
+    enum { SETS = CNORM_FIN_SETS, PER_WARP = 32 / CNORM_FIN_SETS, WARPS = CNORM_FIN_THREADS / 32,
+           SLICES = CNORM_FIN_THREADS / CNORM_FIN_SETS };
+    __shared__ cnorm_stat parts[WARPS][SETS];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, s = lane % SETS, q = lane / SETS;
     const int slice = warp * PER_WARP + q;
     const int begin = (int)((int64_t)slice * p->k_tiles / SLICES);
     const int end = valid ? (int)((int64_t)(slice + 1) * p->k_tiles / SLICES) : begin;
-    const int64_t first = (int64_t)*seg * p->k_tiles;
+    const int64_t first = (int64_t)seg * p->k_tiles;
     cnorm_stat acc = cn_stat_zero();
     for (int i = begin; i < end; i += CN_MERGE_BATCH) { /* loads in flight together, merged in order */
         cnorm_stat part[CN_MERGE_BATCH];
 #pragma unroll
         for (int u = 0; u < CN_MERGE_BATCH; u++)
-            part[u] = i + u < end ? cn_load_part(p, (int)(first + i + u), *j, floats) : cn_stat_zero();
+            part[u] = i + u < end ? cn_load_part(p, (int)(first + i + u), j, floats) : cn_stat_zero();
 #pragma unroll
         for (int u = 0; u < CN_MERGE_BATCH; u++)
             acc = cn_merge(acc, part[u]);
@@ -403,7 +416,7 @@ FROST_DEVICE bool cn_finalize_merge(const cnorm_params *p, const int floats, int
     if (warp != 0 || q != 0)
         return false;
     acc = parts[0][s];
-    for (int w = 1; w < CNORM_WARPS; w++)
+    for (int w = 1; w < WARPS; w++)
         acc = cn_merge(acc, parts[w][s]);
     *st = acc;
     return valid;
@@ -483,8 +496,25 @@ FROST_DEVICE void cn_wait_final(const cnorm_params *p, int seg)
 }
 
 /* ---- forward set outputs ------------------------------------------------------------- */
-/* The outputs only a set's finalizer writes: saved statistics and running statistics. */
-FROST_DEVICE void fwd_set_outputs(const cnorm_params *p, int n, int c0, int j, float mean, float var, float rstd)
+/* The running statistics of set j (BatchNorm updating them; zeros otherwise): run[0] the
+ * mean, run[1] the variance.  The finalize kernel loads them beside its records, so that
+ * the update after the merge does not wait for a second round trip to memory. */
+FROST_DEVICE void fwd_load_running(const cnorm_params *p, int c0, int j, float run[2])
+{
+    run[0] = run[1] = 0.0f;
+#if defined(KIND_BATCH)
+    if (p->flags & CNORM_F_UPDATE_RUNNING) {
+        const int64_t c = c0 + j;
+        run[0] = p->running_mean[c * p->rmean_sc];
+        run[1] = p->running_var[c * p->rvar_sc];
+    }
+#endif
+}
+
+/* The outputs only a set's finalizer writes: saved statistics and running statistics (the
+ * old running values from run, fwd_load_running, or read here when run is NULL). */
+FROST_DEVICE void fwd_set_outputs(const cnorm_params *p, int n, int c0, int j, float mean, float var, float rstd,
+                                  const float *run)
 {
     if (p->mean)
         p->mean[cn_stat_index(p, n, c0, j, p->mean_sn, p->mean_ss)] = mean;
@@ -494,19 +524,22 @@ FROST_DEVICE void fwd_set_outputs(const cnorm_params *p, int n, int c0, int j, f
     if (p->flags & CNORM_F_UPDATE_RUNNING) {
         const int64_t c = c0 + j;
         float *rm = p->running_mean + c * p->rmean_sc, *rv = p->running_var + c * p->rvar_sc;
-        *rm = (1.0f - p->momentum) * *rm + p->momentum * mean;
-        *rv = (1.0f - p->momentum) * *rv + p->momentum * (var * p->unbias);
+        const float old_mean = run ? run[0] : *rm, old_var = run ? run[1] : *rv;
+        *rm = (1.0f - p->momentum) * old_mean + p->momentum * mean;
+        *rv = (1.0f - p->momentum) * old_var + p->momentum * (var * p->unbias);
     }
 #endif
 }
 
-/* Merged statistics of a set -> mean, rstd (and the one-writer outputs). */
-FROST_DEVICE void fwd_finish_set(const cnorm_params *p, int n, int c0, int j, cnorm_stat st, float *mean, float *rstd)
+/* Merged statistics of a set -> mean, rstd (and the one-writer outputs; run as for
+ * fwd_set_outputs). */
+FROST_DEVICE void fwd_finish_set(const cnorm_params *p, int n, int c0, int j, cnorm_stat st, const float *run,
+                                 float *mean, float *rstd)
 {
     const float var = st.m2 * p->inv_m;
     *mean = st.mean;
     *rstd = rsqrtf(var + p->eps);
-    fwd_set_outputs(p, n, c0, j, *mean, var, *rstd);
+    fwd_set_outputs(p, n, c0, j, *mean, var, *rstd, run);
 }
 
 #endif /* FROST_CHAN_NORM_STATS_CUH */

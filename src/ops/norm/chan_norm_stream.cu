@@ -248,7 +248,7 @@ FROST_DEVICE void cs_stats(const cnorm_params *p, const cnorm_tile *tl, int t, c
     if (cs_arrive(p, tl->seg, CNORM_PART_FLOATS_FWD, m)) {
         for (int j = threadIdx.x; j < p->sets; j += CNC_THREADS) {
             float mean, rstd;
-            fwd_finish_set(p, 0, tl->c0, j, m->merged[j], &mean, &rstd);
+            fwd_finish_set(p, 0, tl->c0, j, m->merged[j], NULL, &mean, &rstd);
             cn_st_v4(cn_final(p, tl->seg, j), mean, rstd, 0.0f, 0.0f);
         }
         cn_release(p, tl->seg);
