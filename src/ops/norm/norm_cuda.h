@@ -53,7 +53,6 @@ typedef struct frost__norm_plan {
     int stages;                /* cp.async ring depth, 0 when none */
     int minb;                  /* key define MINB: resident blocks the launch bounds ask for (0: the default) */
     int params_reg;            /* forward: key define PARAMS_REG (scale and bias units held in registers) */
-    int params_smem;           /* forward: key define PARAMS_SMEM (scale and bias as f32 after the ring) */
     int max_bps;               /* cap on resident blocks per SM, whatever the registers allow */
     int persistent;            /* grid capped at the resident blocks (else a block per row
                                   group) */

@@ -95,8 +95,7 @@ static const tile_rule tile_rules[2][3] = {
  * (backward: blocks a cluster that merge their partial rows, 0 / 2 / 4 / 8), block (forward:
  * threads a block, a power of two of whole row groups), preg (forward: 0 loads scale and bias
  * once a row instead of keeping a thread's units in registers, PARAMS_REG in norm_fwd.cu; 2 keeps them
- * even where held_params_fit expects spills), psm (forward: 1 holds them in shared memory as
- * f32, PARAMS_SMEM), pf (forward: 0 drops the register
+ * even where held_params_fit expects spills), pf (forward: 0 drops the register
  * prefetch of the next row, NO_PREFETCH), bpreg (backward: 0 loads the scale twice a row
  * instead of holding a thread's units in registers), split (2: rows of 512 threads x 4 units
  * split over clusters of two blocks, ROW_SPLIT, forward too; 0: never; split_rows below),
@@ -376,12 +375,9 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
     const int ln_one_pass = narrow && p->kind == FROST__NORM_LAYER && full_rows;
     const int preg = frost__norm_tune("preg", 1);
     int held = preg && !p->backward && vector && !plan->looped && !p->per_sample_params;
-    /* psm=1 holds them in shared memory as f32 instead (PARAMS_SMEM): no conversion an
-     * element a row, a 16-byte shared load per four values; launch bounds as if held */
-    const int psm = held && frost__norm_tune("psm", 0) == 1;
-    if (held && !psm && preg != 2 && !held_params_fit(p, plan, fwd_min_blocks(p, plan, wide, narrow, ln_one_pass, 1)))
+    if (held && preg != 2 && !held_params_fit(p, plan, fwd_min_blocks(p, plan, wide, narrow, ln_one_pass, 1)))
         held = 0;
-    plan->params_reg = held && !psm;
+    plan->params_reg = held;
     plan->minb = fwd_min_blocks(p, plan, wide, narrow, ln_one_pass, held);
     /* RMSNorm forward rows of up to 256 threads run as a plain grid, one row per row
      * group: the hardware's block scheduler overlaps short blocks better than the
@@ -417,11 +413,6 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
         if (plan->stages < 2)
             plan->stages = 0;
         plan->ring_bytes = (size_t)plan->stages * slot;
-        if (psm) {
-            plan->ring_bytes += (size_t)plan->nv * plan->group * plan->vec * 4 *
-                                (size_t)(p->slot[FROST__NORM_SCALE].present + p->slot[FROST__NORM_BIAS].present);
-            plan->params_smem = 1;
-        }
     }
     /* Backward rows staged in the ring hold their scale units too, where the registers allow
      * (LayerNorm's and d_bias's accumulators take more; 512 x 4 units with d_bias spilled
@@ -491,8 +482,6 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
         frost__key_define(k, "NORM_ILP", NULL);
     if (plan->params_reg)
         frost__key_define(k, "PARAMS_REG", NULL);
-    if (plan->params_smem)
-        frost__key_define(k, "PARAMS_SMEM", NULL);
     if (!p->backward && !frost__norm_tune("pf", 1))
         frost__key_define(k, "NO_PREFETCH", NULL);
     if (!p->backward && p->kind == FROST__NORM_LAYER && io_bytes == 2 && !frost__norm_tune("lnfma", 1))

@@ -31,7 +31,6 @@
  * for coverage, not speed.
  *
  * Extra defines: ZERO_CENTERED (w_eff = 1 + w), LOOPED, STAGES (ring depth, vector keys),
- * PARAMS_REG / PARAMS_SMEM (scale and bias held in registers / in shared memory),
  * PER_SAMPLE (parameter rows per row of X), ROW_SPLIT (rows shared by the blocks of a
  * cluster, norm_kernel.cuh; the mean and inv_std of a row are stored by rank 0).
  */
@@ -134,70 +133,8 @@ FROST_DEVICE void fwd_preg_load(fwd_preg *r, const norm_fwd_params *p, int lane)
     (void)r, (void)p, (void)lane;
 }
 
-#define FWD_PSM 0
-
-#elif defined(PARAMS_SMEM) && VEC > 1 && !defined(PER_SAMPLE) && !defined(LOOPED)
-/* Scale and bias held in shared memory as f32 (PARAMS_SMEM, vector path): converted once
- * per block instead of once an element a row (the held registers' conversions), read back
- * with 16-byte loads, one per four values.  Cell layout, float4s:
- *     [parameter: scale, bias][unit (NV)][quarter of the unit (VEC / 4)][lane (GROUP)]
- * so the lanes of a warp read consecutive cells.  The region follows the ring (if any) in
- * dynamic shared memory; the host adds its NV * GROUP * VEC * 4 bytes a parameter. */
-#define FWD_PREG 0
-#define FWD_PSM 1
-#define PSM_Q (VEC / 4)
-#define PSM_CELLS (NV * PSM_Q * GROUP)
-typedef struct fwd_preg {
-    const float4 *w; /* scale cells, or NULL without a scale */
-    const float4 *b; /* bias cells, or NULL without a bias */
-} fwd_preg;
-
-FROST_DEVICE float4 fwd_psm_cell(const float v[VEC])
-{
-    return make_float4(v[0], v[1], v[2], v[3]);
-}
-
-/* Fills the block's cells from global memory (every thread of the block calls it). */
-FROST_DEVICE void fwd_psm_fill(fwd_preg *r, float4 *base, const norm_fwd_params *p)
-{
-    float4 *w = base, *b = base + (SCALE_DT != FROST_DT_NONE ? PSM_CELLS : 0);
-    for (int i = threadIdx.x; i < PSM_CELLS; i += BLOCK) {
-        const int lane = i % GROUP, q = i / GROUP;
-        const int col = ((q / PSM_Q) * GROUP + lane) * VEC + (q % PSM_Q) * 4;
-        float v[VEC] = {0.0f};
-#if SCALE_DT != FROST_DT_NONE
-        if (col < p->cols)
-            norm_load_weight(v, p->scale, col, 4);
-        w[i] = fwd_psm_cell(v);
-#endif
-#if BIAS_DT != FROST_DT_NONE
-        if (col < p->cols)
-            norm_load_param(v, p->bias, col, 4, BIAS_DT);
-        b[i] = fwd_psm_cell(v);
-#endif
-    }
-    __syncthreads();
-    r->w = SCALE_DT != FROST_DT_NONE ? w : 0;
-    r->b = BIAS_DT != FROST_DT_NONE ? b : 0;
-    (void)p, (void)w, (void)b;
-}
-
-/* Values of unit k (vec of them) of a parameter's cells, for this lane. */
-FROST_DEVICE void fwd_psm_unit(float out[VEC], const float4 *cells, int k, int lane)
-{
-#pragma unroll
-    for (int q = 0; q < PSM_Q; q++) {
-        const float4 c = cells[(k * PSM_Q + q) * GROUP + lane];
-        out[4 * q] = c.x;
-        out[4 * q + 1] = c.y;
-        out[4 * q + 2] = c.z;
-        out[4 * q + 3] = c.w;
-    }
-}
-
 #else
 #define FWD_PREG 0
-#define FWD_PSM 0
 typedef struct fwd_preg {
     int unused;
 } fwd_preg;
@@ -231,20 +168,6 @@ FROST_DEVICE void fwd_write(const void *scale, const void *bias, const fwd_preg 
                 norm_load_param(b, bias, c0 + col, vec, BIAS_DT);
 #endif
             }
-#if FWD_PSM
-            else {
-#if SCALE_DT != FROST_DT_NONE
-                fwd_psm_unit(w, held->w, k, lane);
-#else
-#pragma unroll
-                for (int j = 0; j < VEC; j++)
-                    w[j] = 1.0f;
-#endif
-#if BIAS_DT != FROST_DT_NONE
-                fwd_psm_unit(b, held->b, k, lane);
-#endif
-            }
-#endif
             (void)bias, (void)b;
 #pragma unroll
             for (int j = 0; j < vec; j++) {
@@ -412,7 +335,7 @@ FROST_DEVICE void fwd_process(const norm_fwd_params *p, const uint32_t *cur, int
     if (row < p->rows) {
         if (lane == 0 && norm_split_rank() == 0)
             fwd_store_stats(p, row, mean, rstd);
-        fwd_write_row(p, (FWD_PREG || FWD_PSM) && vec > 1 ? preg : 0, cur, row, lane, p->cols, 0, mean, rstd, vec, units);
+        fwd_write_row(p, FWD_PREG && vec > 1 ? preg : 0, cur, row, lane, p->cols, 0, mean, rstd, vec, units);
     }
 }
 
@@ -452,10 +375,6 @@ FROST_DEVICE void fwd_rows(const norm_fwd_params *p, const int vec)
 #if FWD_PREG
     if (vec > 1)
         fwd_preg_load(&preg, p, lane);
-#elif FWD_PSM
-    extern __shared__ float4 norm_psm_cells[];
-    if (vec > 1)
-        fwd_psm_fill(&preg, norm_psm_cells, p);
 #endif
 
     /* The loop bound is the block's first row, so every thread runs the same trips. */
@@ -497,8 +416,6 @@ FROST_DEVICE void fwd_rows_staged(const norm_fwd_params *p)
     fwd_preg preg;
 #if FWD_PREG
     fwd_preg_load(&preg, p, lane);
-#elif FWD_PSM
-    fwd_psm_fill(&preg, (float4 *)(ring + STAGES * NV * BLOCK), p);
 #endif
     int stage = 0;
     for (int64_t first = row - group; first < p->rows; first += step, row += step) {
