@@ -47,6 +47,7 @@ CNORM_OPS = ("groupnorm_fwd", "groupnorm_bwd", "instancenorm_fwd", "instancenorm
 ADALN_OPS = ("adalayernorm_fwd", "adalayernorm_bwd")
 ALL_OPS = SDPA_OPS + NORM_OPS + CNORM_OPS + ADALN_OPS
 DTYPES = {"bf16": 2, "f16": 2, "f32": 4}
+SPIN_BATCH = 100  # timed runs queued behind one spin (Bench.time)
 
 
 # ---- the case lists of bench/cases.h (keep the two in step; --cases avoids the copy) ----
@@ -197,6 +198,7 @@ class Bench:
         self.gen = torch.Generator(device="cuda")
         self.gen.manual_seed(args.seed)
         self.extra = {}  # notes a sets function adds to the case's record
+        self._spin_rate = None  # torch.cuda._sleep cycles per ms (spin_cycles_per_ms)
 
     def rand(self, shape, dtype, grad=False):
         """Uniform [-1, 1) on the device, seeded; never an all-zero tensor."""
@@ -209,8 +211,50 @@ class Bench:
             n -= 1
         return min(n, 64)
 
+    def spin_cycles_per_ms(self):
+        """Clock cycles of torch.cuda._sleep per millisecond on this GPU (measured once)."""
+        if self._spin_rate is None:
+            torch, cycles = self.torch, 10_000_000
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            torch.cuda._sleep(cycles)
+            e1.record()
+            torch.cuda.synchronize()
+            self._spin_rate = cycles / max(e0.elapsed_time(e1), 1e-3)
+        return self._spin_rate
+
+    def _spun_runs(self, fns, start, n, spin_ms):
+        """n timed runs from fns[start % len], queued behind a spin of spin_ms (none without
+        torch.cuda._sleep).  Returns their ms, the host's ms to queue them and the spin's."""
+        torch = self.torch
+        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+        s0, s1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        s0.record()
+        if hasattr(torch.cuda, "_sleep"):
+            torch.cuda._sleep(int(spin_ms * self.spin_cycles_per_ms()))
+        s1.record()
+        h0 = time.perf_counter()
+        for i in range(n):
+            ev[i][0].record()
+            fns[(start + i) % len(fns)]()
+            ev[i][1].record()
+        queued = (time.perf_counter() - h0) * 1e3
+        torch.cuda.synchronize()
+        return [s.elapsed_time(e) for s, e in ev], queued, s0.elapsed_time(s1)
+
     def time(self, fns):
-        """Median/min ms of one call, rotating over fns (one closure per input set)."""
+        """Median/min ms of one call, rotating over fns (one closure per input set).
+
+        The events must see the GPU's time, not Python's: a spin kernel holds the GPU while
+        the host queues the timed runs, in batches of SPIN_BATCH runs (so the launch queue
+        never fills and blocks the host), each spin as long as queueing its batch takes (the
+        host's time a call, from the warm-up, with a margin).  A batch whose queueing
+        outlasted its spin may have timed the host (the GPU reached a run before its kernels
+        were queued): it is timed again under a longer spin, and after three tries the
+        record says host_bound.  A fixed spin of 0.1 ms a run was too short for
+        torch.compile's backward, whose autograd wrappers cost the host more than the GPU
+        its kernels.  The record keeps host_ms, the host's time a call."""
         torch, a = self.torch, self.args
         if a.timer == "do_bench":
             import triton.testing
@@ -218,6 +262,10 @@ class Bench:
             f = lambda: fns[next(it) % len(fns)]()  # noqa: E731
             ms = triton.testing.do_bench(f, warmup=100, rep=max(50, a.runs * 2), return_mode="median")
             return ms, ms, 0
+        # the first call may compile (torch.compile builds its backward on the first
+        # autograd.grad): untimed, so that the probe sizes the runs from a steady call
+        fns[0]()
+        torch.cuda.synchronize()
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         e0.record()
         fns[0]()
@@ -226,20 +274,27 @@ class Bench:
         first = max(e0.elapsed_time(e1), 1e-3)
         warm = max(a.warmup, min(2000, int(100 / first)))
         runs = max(a.runs, min(2000, int(50 / first)))
-        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(runs)]
+        h0 = time.perf_counter()
         for i in range(warm):
             fns[(1 + i) % len(fns)]()
-        # A spin kernel holds the GPU while the host queues the timed runs, so Python's
-        # launch overhead does not show up as gaps inside the events.
-        if hasattr(torch.cuda, "_sleep"):
-            torch.cuda._sleep(min(int(4e8), runs * 200000))
-        for i in range(runs):
-            ev[i][0].record()
-            fns[(1 + warm + i) % len(fns)]()
-            ev[i][1].record()
-        torch.cuda.synchronize()
-        t = sorted(s.elapsed_time(e) for s, e in ev)
+        host_ms = (time.perf_counter() - h0) * 1e3 / max(warm, 1)
+        spin = hasattr(torch.cuda, "_sleep")
+        t, host_bound, done = [], False, 0
+        while done < runs:
+            n = min(SPIN_BATCH, runs - done)
+            for attempt in range(3 if spin else 1):
+                ts, queued, spun = self._spun_runs(fns, 1 + warm + done, n, 1.5 * n * host_ms + 0.5)
+                if not spin or queued <= spun:
+                    break
+                host_ms = max(host_ms, queued / n)
+            else:
+                host_bound = True
+            t += ts
+            done += n
+        t.sort()
+        self.extra["host_ms"] = round(host_ms, 4)
+        if host_bound:
+            self.extra["host_bound"] = True
         return statistics.median(t), t[0], runs
 
 

@@ -95,9 +95,11 @@ def target_cell(c, fr, met):
 
 
 def layout_flag(c, rec):
-    """' (y nchw)' when a peer's output came back in another layout than the case's."""
+    """' (y nchw)' when a peer's output came back in another layout than the case's; ' (host)'
+    when peers.py could not keep the host ahead of the GPU (its events may time the host)."""
     y = rec.get("y_layout")
-    return f" (y {y})" if y and c.get("layout") and y != c["layout"] else ""
+    flag = f" (y {y})" if y and c.get("layout") and y != c["layout"] else ""
+    return flag + (" (host)" if rec.get("host_bound") else "")
 
 
 def shape_cells(c):
@@ -151,6 +153,9 @@ def section(title, unit, rows, notes, ratios, kind):
             cells.append(target_cell(c, fr, met) if "frost" in recs else "")
         out.append("| " + " | ".join(cells) + " |")
     out.append("")
+    if any(r.get("host_bound") for _, recs in rows for r in recs.values() if r):
+        out += ["\"(host)\" after a peer's rate: even behind a spin kernel the host could not queue "
+                "its calls ahead of the GPU, so the rate may count Python's time.", ""]
     if met:
         out += [f"Issue targets met by frost: {sum(met)} of {len(met)}.", ""]
     if kind == "cnorm":
