@@ -229,10 +229,12 @@ class Bench:
         torch = self.torch
         ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
         s0, s1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        spin = hasattr(torch.cuda, "_sleep")
+        cycles = int(spin_ms * self.spin_cycles_per_ms()) if spin else 0
         torch.cuda.synchronize()
         s0.record()
-        if hasattr(torch.cuda, "_sleep"):
-            torch.cuda._sleep(int(spin_ms * self.spin_cycles_per_ms()))
+        if spin:
+            torch.cuda._sleep(cycles)
         s1.record()
         h0 = time.perf_counter()
         for i in range(n):
@@ -241,7 +243,10 @@ class Bench:
             ev[i][1].record()
         queued = (time.perf_counter() - h0) * 1e3
         torch.cuda.synchronize()
-        return [s.elapsed_time(e) for s, e in ev], queued, s0.elapsed_time(s1)
+        spun = s0.elapsed_time(s1)
+        if spin and spun > 0.1:  # the clock moves under load: keep the rate the last spin ran at
+            self._spin_rate = cycles / spun
+        return [s.elapsed_time(e) for s, e in ev], queued, spun
 
     def time(self, fns):
         """Median/min ms of one call, rotating over fns (one closure per input set).

@@ -5,7 +5,8 @@ bench/report.py's mark for a peer whose timing the host bounded.
 
 Checks: the first call of a case (a compile, for torch.compile) is never timed and does not
 shrink the runs; the spin covers the host's queueing, so no run is flagged; a spin that
-falls short (here: sleeps a third of what it was asked) gives host_bound after the retries;
+falls short of the queueing gives host_bound after the retries, and one whose cycles a ms
+were misjudged is retried at the rate it ran;
 without a spin kernel the runs are timed as they come; report.py prints "(host)" after a
 flagged rate.  Exit 0 when all hold, 1 otherwise."""
 import json
@@ -31,10 +32,11 @@ class Event:
         return (other.t - self.t) * 1e3
 
 
-def make_torch(spin_share):
+def make_torch(spin_cap_ms):
+    """The spin kernel runs 1e6 cycles a ms, at most spin_cap_ms (0: no spin kernel)."""
     cuda = types.SimpleNamespace(Event=Event, synchronize=lambda: None)
-    if spin_share:
-        cuda._sleep = lambda cycles: time.sleep(cycles / 1e9 * spin_share)  # 1e6 cycles a ms
+    if spin_cap_ms:
+        cuda._sleep = lambda cycles: time.sleep(min(cycles / 1e6, spin_cap_ms) / 1e3)
     return types.SimpleNamespace(cuda=cuda)
 
 
@@ -66,7 +68,7 @@ def main():
             bad.append(what)
 
     # a spin that covers: steady runs, sized from a steady call, nothing flagged
-    b, case = bench_with(make_torch(1.0)), Case(0.2, 300.0)
+    b, case = bench_with(make_torch(1e9)), Case(0.2, 300.0)
     med, fastest, runs = b.time([case])
     check(runs > 40, f"the compile call does not size the runs ({runs} runs)")
     check(med < 5.0, f"no timed run holds the compile (median {med:.3f} ms)")
@@ -75,11 +77,18 @@ def main():
     spin = b.spin_cycles_per_ms()
     check(5e5 < spin < 2e6, f"the spin's cycles a ms are calibrated ({spin:.0f})")
 
-    # a spin that falls short of the queueing: flagged after the retries
-    b = bench_with(make_torch(1.0))
-    b._spin_rate = 1e6 / 3  # asks for a third of the cycles a ms it needs
+    # a spin that falls short of the queueing, even retried: flagged
+    b = bench_with(make_torch(2.0))
     b.time([Case(0.4, 0.4)])
-    check(b.extra.get("host_bound") is True, f"a short spin is flagged ({b.extra})")
+    check(b.extra.get("host_bound") is True, f"a spin shorter than the queueing is flagged ({b.extra})")
+
+    # a spin whose rate was misjudged (a third of the cycles a ms it needs): the retry,
+    # at the rate the spin ran, covers the queueing
+    b = bench_with(make_torch(1e9))
+    b._spin_rate = 1e6 / 3
+    b.time([Case(0.4, 0.4)])
+    check("host_bound" not in b.extra and 0.9e6 < b._spin_rate < 1.1e6,
+          f"a misjudged spin rate is corrected ({b.extra}, {b._spin_rate:.0f} cycles a ms)")
 
     # no spin kernel: timed as the runs come, not flagged
     b = bench_with(make_torch(0))
