@@ -211,11 +211,16 @@ class Bench:
             n -= 1
         return min(n, 64)
 
+    def _events(self):
+        """A pair of timing events (start, end)."""
+        return self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)
+
     def spin_cycles_per_ms(self):
-        """Clock cycles of torch.cuda._sleep per millisecond on this GPU (measured once)."""
+        """Clock cycles of torch.cuda._sleep per millisecond on this GPU: measured on first use,
+        then the rate the last spin ran at (_spun_runs)."""
         if self._spin_rate is None:
             torch, cycles = self.torch, 10_000_000
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0, e1 = self._events()
             e0.record()
             torch.cuda._sleep(cycles)
             e1.record()
@@ -224,16 +229,15 @@ class Bench:
         return self._spin_rate
 
     def _spun_runs(self, fns, start, n, spin_ms):
-        """n timed runs from fns[start % len], queued behind a spin of spin_ms (none without
-        torch.cuda._sleep).  Returns their ms, the host's ms to queue them and the spin's."""
+        """n timed runs from fns[start % len], queued behind a spin of spin_ms (0: none).
+        Returns their ms, the host's ms to queue them and the spin's."""
         torch = self.torch
-        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-        s0, s1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        spin = hasattr(torch.cuda, "_sleep")
-        cycles = int(spin_ms * self.spin_cycles_per_ms()) if spin else 0
+        ev = [self._events() for _ in range(n)]
+        s0, s1 = self._events()
+        cycles = int(spin_ms * self.spin_cycles_per_ms()) if spin_ms > 0 else 0
         torch.cuda.synchronize()
         s0.record()
-        if spin:
+        if cycles:
             torch.cuda._sleep(cycles)
         s1.record()
         h0 = time.perf_counter()
@@ -244,7 +248,7 @@ class Bench:
         queued = (time.perf_counter() - h0) * 1e3
         torch.cuda.synchronize()
         spun = s0.elapsed_time(s1)
-        if spin and spun > 0.1:  # the clock moves under load: keep the rate the last spin ran at
+        if cycles and spun > 0.1:  # the clock moves under load: keep the rate the last spin ran at
             self._spin_rate = cycles / spun
         return [s.elapsed_time(e) for s, e in ev], queued, spun
 
@@ -271,7 +275,7 @@ class Bench:
         # autograd.grad): untimed, so that the probe sizes the runs from a steady call
         fns[0]()
         torch.cuda.synchronize()
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0, e1 = self._events()
         e0.record()
         fns[0]()
         e1.record()
@@ -287,8 +291,8 @@ class Bench:
         t, host_bound, done = [], False, 0
         while done < runs:
             n = min(SPIN_BATCH, runs - done)
-            for attempt in range(3 if spin else 1):
-                ts, queued, spun = self._spun_runs(fns, 1 + warm + done, n, 1.5 * n * host_ms + 0.5)
+            for _ in range(3 if spin else 1):
+                ts, queued, spun = self._spun_runs(fns, 1 + warm + done, n, 1.5 * n * host_ms + 0.5 if spin else 0)
                 if not spin or queued <= spun:
                     break
                 host_ms = max(host_ms, queued / n)

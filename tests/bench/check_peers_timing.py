@@ -6,9 +6,9 @@ bench/report.py's mark for a peer whose timing the host bounded.
 Checks: the first call of a case (a compile, for torch.compile) is never timed and does not
 shrink the runs; the spin covers the host's queueing, so no run is flagged; a spin that
 falls short of the queueing gives host_bound after the retries, and one whose cycles a ms
-were misjudged is retried at the rate it ran;
-without a spin kernel the runs are timed as they come; report.py prints "(host)" after a
-flagged rate.  Exit 0 when all hold, 1 otherwise."""
+were misjudged is retried at the rate it ran; without a spin kernel the runs are timed as
+they come; report.py prints "(host)" after a flagged rate.  Exit 0 when all hold, 1
+otherwise."""
 import json
 import os
 import subprocess
