@@ -25,7 +25,11 @@
  * of the kernel's layout within a block's.  Last, BatchNorm's stream path
  * (frost__cnorm_choose_stream, opt-in with FROST_CNORM_STREAM=1): the windows for the
  * targets, narrower ones when the batch is large, none when no window fits a third of L2,
- * the problems it leaves alone, and off by default.
+ * the problems it leaves alone, and off by default.  And the plane path
+ * (frost__cnorm_choose_plane): a block per NCHW plane for InstanceNorm and one-channel
+ * groups, its threads and units a thread, the problems it leaves to the cluster path (other
+ * groups, BatchNorm, NHWC, no 16-byte units, planes under 64 or past 2048 units, under two
+ * waves of planes, a forced cluster) and its switches.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -375,6 +379,59 @@ static void run_stream_case(int index, const cluster_case *c)
         tu_failf("%zu bytes of shared memory, %lld tiles", geo.smem, (long long)geo.num_tiles);
 }
 
+/* ---- the plane path (NCHW InstanceNorm / GroupNorm with one channel a group) ------------ */
+static const cluster_case plane_cases[] = {
+    /* name, kind, nhwc, tensors, n, c, hw, groups, esize, env, threads (cw), units a thread (k; 0: not taken) */
+    {"in bwd 32x512x64x64 bf16: 128 threads of 4 units", IN, 0, 2, 32, 512, 4096, 0, 2, NULL, 128, 4},
+    {"in fwd 32x512x64x64 bf16", IN, 0, 1, 32, 512, 4096, 0, 2, NULL, 128, 4},
+    {"in fwd 128x256x32x32 bf16: a warp a plane", IN, 0, 1, 128, 256, 1024, 0, 2, NULL, 32, 4},
+    {"in bwd 16x256x128x128 bf16: 512 threads", IN, 0, 2, 16, 256, 16384, 0, 2, NULL, 512, 4},
+    {"in f32 4096 pixels: 256 threads", IN, 0, 2, 32, 512, 4096, 0, 4, NULL, 256, 4},
+    {"gn groups = C", GN, 0, 2, 32, 512, 4096, 512, 2, NULL, 128, 4},
+    {"gn 32 groups: not this path", GN, 0, 2, 32, 512, 4096, 32, 2, NULL, 0, 0},
+    {"bn: not this path", BN, 0, 2, 32, 512, 4096, 0, 2, NULL, 0, 0},
+    {"nhwc: not this path", IN, 1, 2, 32, 512, 4096, 0, 2, NULL, 0, 0},
+    {"odd pixels (no 16-byte units): not this path", IN, 0, 2, 32, 512, 4095, 0, 2, NULL, 0, 0},
+    {"planes under 64 units: not this path", IN, 0, 2, 512, 512, 256, 0, 2, NULL, 0, 0},
+    {"planes past 512 x 4 units: not this path", IN, 0, 2, 16, 256, 16392, 0, 2, NULL, 0, 0},
+    {"under two waves of planes: the cluster path's", IN, 0, 2, 8, 512, 4096, 0, 2, NULL, 0, 0},
+    {"FROST_CNORM_PLANE=1 takes it under two waves", IN, 0, 2, 8, 512, 4096, 0, 2, "FROST_CNORM_PLANE=1", 128, 4},
+    {"FROST_CNORM_PLANE=0 turns it off", IN, 0, 2, 32, 512, 4096, 0, 2, "FROST_CNORM_PLANE=0", 0, 0},
+    {"a forced cluster wins over the rule", IN, 0, 2, 32, 512, 4096, 0, 2, "FROST_CNORM_CLUSTER=2", 0, 0},
+    {"FROST_CNORM_PLANE_UNITS=8: 64 threads", IN, 0, 2, 32, 512, 4096, 0, 2, "FROST_CNORM_PLANE_UNITS=8", 64, 8},
+    {"FROST_CNORM_PLANE_UNITS=3 is not a power of two: 4", IN, 0, 2, 32, 512, 4096, 0, 2,
+     "FROST_CNORM_PLANE_UNITS=3", 128, 4},
+    {"planes of 4104 pixels: masked units in the last warp", IN, 0, 2, 32, 512, 4104, 0, 2, NULL, 160, 4},
+};
+#define NUM_PLANE_CASES ((int)(sizeof plane_cases / sizeof plane_cases[0]))
+
+static void run_plane_case(int index, const cluster_case *c)
+{
+    tu_set_context("test_chan_norm_geometry", 0, index, c->name);
+    const cnorm_device dev = h200(CNC_MAX_CLUSTER);
+    const cnorm_shape s = make_shape(c->kind, c->nhwc, c->tensors, c->n, c->c, c->hw, c->groups, c->esize);
+    cnorm_geometry geo;
+    const int ok = choose_with(c->env, frost__cnorm_choose_plane, &s, &dev, &geo);
+    if (ok != (c->k > 0)) {
+        tu_failf("plane path %s, expected %s", ok ? "taken" : "not taken", c->k ? "taken" : "not taken");
+        return;
+    }
+    if (!ok)
+        return;
+    if (geo.plane != c->cw || geo.plane_units != c->k)
+        tu_failf("%lld threads of %lld units, expected %lld of %lld", (long long)geo.plane,
+                 (long long)geo.plane_units, (long long)c->cw, (long long)c->k);
+    const int64_t units = c->hw * c->esize / 16;
+    if (geo.plane % 32 != 0 || geo.plane > CNP_MAX_THREADS || geo.plane * geo.plane_units < units ||
+        (geo.plane - 32) * geo.plane_units >= units)
+        tu_failf("%lld threads of %lld units for a plane of %lld units", (long long)geo.plane,
+                 (long long)geo.plane_units, (long long)units);
+    if (geo.k_tiles != 1 || geo.num_tiles != c->n * c->c || geo.num_segments != c->n * c->c || geo.sets != 1 ||
+        geo.cw != 1 || geo.rows != c->hw || !geo.resident || geo.cluster || geo.stream || geo.smem)
+        tu_failf("not a block a plane: %lld tiles of %lld rows, %lld a segment", (long long)geo.num_tiles,
+                 (long long)geo.rows, (long long)geo.k_tiles);
+}
+
 int main(void)
 {
     const int only = tu_case_filter();
@@ -398,6 +455,17 @@ int main(void)
             continue;
         tu_case_begin();
         run_stream_case(NUM_CASES + NUM_CLUSTER_CASES + i, &stream_cases[i]);
+        tu_case_end();
+        ++run_count;
+    }
+    unsetenv("FROST_CNORM_PLANE");
+    unsetenv("FROST_CNORM_PLANE_UNITS");
+    for (int i = 0; i < NUM_PLANE_CASES; ++i) {
+        const int index = NUM_CASES + NUM_CLUSTER_CASES + NUM_STREAM_CASES + i;
+        if (only >= 0 && only != index)
+            continue;
+        tu_case_begin();
+        run_plane_case(index, &plane_cases[i]);
         tu_case_end();
         ++run_count;
     }

@@ -90,6 +90,8 @@ typedef struct ccase {
     int cluster;        /* FROST_CNORM_CLUSTER for the GPU build: 0 unset, -1 off, 1..8 tiles per cluster */
     int stream;         /* FROST_CNORM_STREAM for the GPU build (BatchNorm's stream path): 0 unset (the
                            two-launch form), 1 one launch, 2 two launches, -1 "0" (off) */
+    int plane;          /* FROST_CNORM_PLANE for the GPU build (the plane path): 0 unset (the rule), 1 whenever
+                           the planes fit, -1 off; "8 units" in the name: FROST_CNORM_PLANE_UNITS=8 */
 } ccase;
 
 #define F32 FROST_F32
@@ -98,105 +100,120 @@ typedef struct ccase {
 static const ccase table[] = {
     /* name, kind, dtype, n, c, h, w, groups, nhwc, gap, scale, bias, zc, inf, run, bwd, saved, mis, off, tile, small,
      * blocks, cluster, stream */
-    {"gn bf16 nhwc 32 groups", GN, BF16, 4, 128, 16, 16, 32, 1, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 1, 0, 0, 0},
-    {"gn bf16 nchw 32 groups", GN, BF16, 4, 128, 16, 16, 32, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 1, 0, 0, 0},
-    {"bn bf16 nhwc running", BN, BF16, 8, 64, 12, 12, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 1, 0, 0, 0},
-    {"bn f32 nchw recomputed", BN, F32, 6, 24, 9, 16, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 2.0, 0, 1, 0, 0, 0},
-    {"in f16 nhwc gap", IN, F16, 3, 40, 10, 6, 0, 1, 8, 1, 2, 0, 0, 0, 1, 1, 0, 0.0, 0, 1, 0, 0, 0},
-    {"bn bf16 nhwc inference", BN, BF16, 5, 48, 7, 7, 0, 1, 0, 2, 1, 0, 1, 1, 0, 0, 0, 0.0, 0, 1, 0, 0, 0},
-    {"gn f16 nhwc exchange", GN, F16, 2, 256, 32, 48, 8, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 1.5, 0, 0, 0, 0, 0},
-    {"gn bf16 nchw 1 group", GN, BF16, 2, 64, 40, 40, 1, 0, 0, 3, 2, 1, 0, 0, 1, 1, 0, 0.0, 0, 0, 0, 0, 0},
-    {"gn f32 nhwc groups = C", GN, F32, 3, 32, 5, 7, 32, 1, 0, 1, 1, 0, 0, 0, 1, 2, 0, 0.5, 0, 0, 0, 0, 0},
-    {"gn bf16 nhwc C/2 groups odd C", GN, BF16, 2, 22, 9, 9, 11, 1, 0, 2, 2, 0, 0, 0, 1, 3, 0, 0.0, 0, 0, 0, 0, 0},
-    {"gn f16 nchw odd spatial", GN, F16, 3, 12, 5, 7, 4, 0, 3, 1, 0, 0, 0, 0, 1, 1, 0, 0.0, 0, 0, 0, 0, 0},
-    {"gn bf16 inference", GN, BF16, 3, 64, 8, 8, 16, 1, 0, 2, 2, 0, 1, 0, 0, 0, 0, 0.0, 0, 0, 0, 0, 0},
-    {"in bf16 nchw inference", IN, BF16, 4, 16, 20, 20, 0, 0, 0, 2, 0, 0, 1, 0, 0, 0, 0, 1.0, 0, 0, 0, 0, 0},
-    {"in f32 nchw exchange", IN, F32, 2, 8, 96, 96, 0, 0, 0, 3, 1, 1, 0, 0, 1, 0, 0, 0.0, 0, 0, 0, 0, 0},
-    {"in bf16 nhwc no params", IN, BF16, 3, 24, 14, 14, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0.0, 0, 0, 0, 0, 0},
-    {"bn bf16 nhwc exchange", BN, BF16, 32, 64, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.25, 0, 0, 0, 0, -1},
-    {"bn f16 nchw exchange", BN, F16, 16, 32, 32, 32, 0, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 0.0, 0, 0, 0, 0, 0},
-    {"bn bf16 nhwc 2d input", BN, BF16, 1000, 64, 1, 1, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.0, 0, 0, 0, 0, 0},
-    {"bn f32 nchw odd", BN, F32, 7, 5, 3, 11, 0, 0, 1, 1, 1, 0, 0, 1, 1, 2, 0, 0.0, 0, 0, 0, 0, 0},
-    {"bn f16 nchw inference", BN, F16, 4, 16, 16, 16, 0, 0, 0, 1, 1, 0, 1, 1, 0, 0, 0, 0.0, 0, 0, 0, 0, 0},
-    {"bn bf16 training no running", BN, BF16, 4, 32, 8, 8, 0, 1, 0, 2, 0, 1, 0, 0, 1, 3, 0, 0.0, 0, 0, 0, 0, 0},
-    {"gn bf16 nhwc misaligned", GN, BF16, 2, 64, 12, 12, 8, 1, 0, 2, 2, 0, 0, 0, 1, 1, 1, 0.0, 0, 1, 0, 0, 0},
-    {"bn f32 nchw misaligned", BN, F32, 4, 16, 8, 8, 0, 0, 0, 1, 1, 0, 0, 1, 1, 0, 1, 0.0, 0, 0, 0, 0, 0},
-    {"bn bf16 nhwc fallback", BN, BF16, 32, 8, 96, 96, 0, 1, 0, 2, 2, 0, 0, 1, 1, 0, 0, 1.0, 16, 1, 0, 0, -1},
-    {"gn f16 nchw fallback", GN, F16, 1, 32, 192, 192, 1, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.0, 16, 0, 0, 0, 0},
-    {"in bf16 nhwc many tiles", IN, BF16, 2, 32, 64, 64, 0, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 16, 0, 0, 0, 0},
-    {"gn bf16 nhwc 3 blocks per SM", GN, BF16, 8, 256, 32, 32, 32, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 0, 0, 3, 0, 0},
-    {"bn bf16 nhwc 2 blocks per SM", BN, BF16, 16, 64, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 0, 0, 1.0, 0, 1, 2, 0, -1},
-    {"in f16 nchw 3 blocks per SM", IN, F16, 2, 16, 96, 96, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0.0, 16, 0, 3, 0, 0},
-    {"gn bf16 nhwc offset 8", GN, BF16, 2, 64, 16, 16, 4, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 8.0, 0, 0, 0, 0, 0},
-    {"gn bf16 n 0", GN, BF16, 0, 32, 4, 4, 4, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.0, 0, 0, 0, 0, 0},
-    {"gn bf16 nhwc cluster 2", GN, BF16, 4, 128, 16, 16, 32, 1, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 1, 0, 2, 0},
-    {"gn f16 nhwc cluster 8 recomputed", GN, F16, 2, 256, 32, 48, 8, 1, 0, 1, 1, 0, 0, 0, 1, 0, 0, 1.5, 0, 0, 0, 8, 0},
-    {"in f32 nhwc cluster 4 gap", IN, F32, 3, 40, 10, 6, 0, 1, 8, 1, 2, 0, 0, 0, 1, 2, 0, 0.5, 0, 1, 0, 4, 0},
-    {"gn bf16 nhwc cluster misaligned", GN, BF16, 2, 64, 12, 12, 8, 1, 0, 2, 2, 0, 0, 0, 1, 3, 1, 0.0, 0, 1, 0, 2, 0},
-    {"gn bf16 inference cluster 1", GN, BF16, 3, 64, 8, 8, 16, 1, 0, 2, 2, 0, 1, 0, 0, 0, 0, 0.0, 0, 0, 0, 1, 0},
-    {"gn bf16 nhwc odd hw cluster 8", GN, BF16, 2, 96, 7, 9, 4, 1, 0, 3, 2, 1, 0, 0, 1, 0, 0, 2.0, 0, 0, 0, 8, 0},
-    {"in bf16 nhwc no params cluster 4", IN, BF16, 3, 24, 14, 14, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0.0, 0, 0, 0, 4, 0},
-    {"gn bf16 nhwc cluster by choice", GN, BF16, 66, 64, 32, 32, 16, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 0, 0, 0, 0, 0},
-    {"gn bf16 nhwc cluster off", GN, BF16, 66, 64, 32, 32, 16, 1, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.5, 0, 0, 0, -1, 0},
-    {"gn bf16 nchw cluster 2", GN, BF16, 4, 128, 16, 16, 32, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 1, 0, 2, 0},
-    {"gn f16 nchw cluster 8 recomputed", GN, F16, 2, 256, 32, 48, 8, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 1.5, 0, 0, 0, 8, 0},
-    {"in f32 nchw cluster 4 gap", IN, F32, 3, 40, 10, 6, 0, 0, 8, 1, 2, 0, 0, 0, 1, 2, 0, 0.5, 0, 1, 0, 4, 0},
-    {"gn bf16 nchw cluster misaligned", GN, BF16, 2, 64, 12, 12, 8, 0, 0, 2, 2, 0, 0, 0, 1, 3, 1, 0.0, 0, 1, 0, 2, 0},
-    {"gn bf16 nchw uneven tiles cluster 2", GN, BF16, 2, 96, 8, 9, 4, 0, 0, 3, 2, 1, 0, 0, 1, 0, 0, 2.0, 0, 0, 0, 2, 0},
-    {"in bf16 nchw inference cluster 1", IN, BF16, 3, 16, 16, 16, 0, 0, 0, 2, 0, 0, 1, 0, 0, 0, 0, 1.0, 0, 0, 0, 1, 0},
-    {"gn bf16 nchw cluster by choice", GN, BF16, 66, 64, 32, 32, 16, 0, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 0, 0, 0, 0, 0},
-    {"bn bf16 nchw cluster 4", BN, BF16, 8, 16, 16, 16, 0, 0, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 1, 0, 4, 0},
-    {"bn f32 nchw cluster 2 recomputed", BN, F32, 5, 12, 6, 10, 0, 0, 4, 1, 1, 0, 0, 1, 1, 0, 0, 1.0, 0, 0, 0, 2, 0},
-    {"bn f16 nchw cluster 8 half-saved", BN, F16, 16, 8, 8, 8, 0, 0, 0, 1, 0, 1, 0, 0, 1, 2, 0, 2.0, 0, 0, 0, 8, 0},
-    {"bn bf16 nchw cluster misaligned", BN, BF16, 4, 8, 8, 8, 0, 0, 0, 2, 2, 0, 0, 1, 1, 3, 1, 0.0, 0, 1, 0, 2, 0},
+    {"gn bf16 nhwc 32 groups", GN, BF16, 4, 128, 16, 16, 32, 1, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 1, 0, 0, 0, 0},
+    {"gn bf16 nchw 32 groups", GN, BF16, 4, 128, 16, 16, 32, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 1, 0, 0, 0, 0},
+    {"bn bf16 nhwc running", BN, BF16, 8, 64, 12, 12, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 1, 0, 0, 0, 0},
+    {"bn f32 nchw recomputed", BN, F32, 6, 24, 9, 16, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 2.0, 0, 1, 0, 0, 0, 0},
+    {"in f16 nhwc gap", IN, F16, 3, 40, 10, 6, 0, 1, 8, 1, 2, 0, 0, 0, 1, 1, 0, 0.0, 0, 1, 0, 0, 0, 0},
+    {"bn bf16 nhwc inference", BN, BF16, 5, 48, 7, 7, 0, 1, 0, 2, 1, 0, 1, 1, 0, 0, 0, 0.0, 0, 1, 0, 0, 0, 0},
+    {"gn f16 nhwc exchange", GN, F16, 2, 256, 32, 48, 8, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 1.5, 0, 0, 0, 0, 0, 0},
+    {"gn bf16 nchw 1 group", GN, BF16, 2, 64, 40, 40, 1, 0, 0, 3, 2, 1, 0, 0, 1, 1, 0, 0.0, 0, 0, 0, 0, 0, 0},
+    {"gn f32 nhwc groups = C", GN, F32, 3, 32, 5, 7, 32, 1, 0, 1, 1, 0, 0, 0, 1, 2, 0, 0.5, 0, 0, 0, 0, 0, 0},
+    {"gn bf16 nhwc C/2 groups odd C", GN, BF16, 2, 22, 9, 9, 11, 1, 0, 2, 2, 0, 0, 0, 1, 3, 0, 0.0, 0, 0, 0, 0, 0, 0},
+    {"gn f16 nchw odd spatial", GN, F16, 3, 12, 5, 7, 4, 0, 3, 1, 0, 0, 0, 0, 1, 1, 0, 0.0, 0, 0, 0, 0, 0, 0},
+    {"gn bf16 inference", GN, BF16, 3, 64, 8, 8, 16, 1, 0, 2, 2, 0, 1, 0, 0, 0, 0, 0.0, 0, 0, 0, 0, 0, 0},
+    {"in bf16 nchw inference", IN, BF16, 4, 16, 20, 20, 0, 0, 0, 2, 0, 0, 1, 0, 0, 0, 0, 1.0, 0, 0, 0, 0, 0, 0},
+    {"in f32 nchw exchange", IN, F32, 2, 8, 96, 96, 0, 0, 0, 3, 1, 1, 0, 0, 1, 0, 0, 0.0, 0, 0, 0, 0, 0, 0},
+    {"in bf16 nhwc no params", IN, BF16, 3, 24, 14, 14, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0.0, 0, 0, 0, 0, 0, 0},
+    {"bn bf16 nhwc exchange", BN, BF16, 32, 64, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.25, 0, 0, 0, 0, -1, 0},
+    {"bn f16 nchw exchange", BN, F16, 16, 32, 32, 32, 0, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 0.0, 0, 0, 0, 0, 0, 0},
+    {"bn bf16 nhwc 2d input", BN, BF16, 1000, 64, 1, 1, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.0, 0, 0, 0, 0, 0, 0},
+    {"bn f32 nchw odd", BN, F32, 7, 5, 3, 11, 0, 0, 1, 1, 1, 0, 0, 1, 1, 2, 0, 0.0, 0, 0, 0, 0, 0, 0},
+    {"bn f16 nchw inference", BN, F16, 4, 16, 16, 16, 0, 0, 0, 1, 1, 0, 1, 1, 0, 0, 0, 0.0, 0, 0, 0, 0, 0, 0},
+    {"bn bf16 training no running", BN, BF16, 4, 32, 8, 8, 0, 1, 0, 2, 0, 1, 0, 0, 1, 3, 0, 0.0, 0, 0, 0, 0, 0, 0},
+    {"gn bf16 nhwc misaligned", GN, BF16, 2, 64, 12, 12, 8, 1, 0, 2, 2, 0, 0, 0, 1, 1, 1, 0.0, 0, 1, 0, 0, 0, 0},
+    {"bn f32 nchw misaligned", BN, F32, 4, 16, 8, 8, 0, 0, 0, 1, 1, 0, 0, 1, 1, 0, 1, 0.0, 0, 0, 0, 0, 0, 0},
+    {"bn bf16 nhwc fallback", BN, BF16, 32, 8, 96, 96, 0, 1, 0, 2, 2, 0, 0, 1, 1, 0, 0, 1.0, 16, 1, 0, 0, -1, 0},
+    {"gn f16 nchw fallback", GN, F16, 1, 32, 192, 192, 1, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.0, 16, 0, 0, 0, 0, 0},
+    {"in bf16 nhwc many tiles", IN, BF16, 2, 32, 64, 64, 0, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 16, 0, 0, 0, 0, 0},
+    {"gn bf16 nhwc 3 blocks per SM", GN, BF16, 8, 256, 32, 32, 32, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 0, 0, 3, 0, 0, 0},
+    {"bn bf16 nhwc 2 blocks per SM", BN, BF16, 16, 64, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 0, 0, 1.0, 0, 1, 2, 0, -1, 0},
+    {"in f16 nchw 3 blocks per SM", IN, F16, 2, 16, 96, 96, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0.0, 16, 0, 3, 0, 0, 0},
+    {"gn bf16 nhwc offset 8", GN, BF16, 2, 64, 16, 16, 4, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 8.0, 0, 0, 0, 0, 0, 0},
+    {"gn bf16 n 0", GN, BF16, 0, 32, 4, 4, 4, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.0, 0, 0, 0, 0, 0, 0},
+    {"gn bf16 nhwc cluster 2", GN, BF16, 4, 128, 16, 16, 32, 1, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 1, 0, 2, 0, 0},
+    {"gn f16 nhwc cluster 8 recomputed", GN, F16, 2, 256, 32, 48, 8, 1, 0, 1, 1, 0, 0, 0, 1, 0, 0, 1.5, 0, 0, 0, 8, 0, 0},
+    {"in f32 nhwc cluster 4 gap", IN, F32, 3, 40, 10, 6, 0, 1, 8, 1, 2, 0, 0, 0, 1, 2, 0, 0.5, 0, 1, 0, 4, 0, 0},
+    {"gn bf16 nhwc cluster misaligned", GN, BF16, 2, 64, 12, 12, 8, 1, 0, 2, 2, 0, 0, 0, 1, 3, 1, 0.0, 0, 1, 0, 2, 0, 0},
+    {"gn bf16 inference cluster 1", GN, BF16, 3, 64, 8, 8, 16, 1, 0, 2, 2, 0, 1, 0, 0, 0, 0, 0.0, 0, 0, 0, 1, 0, 0},
+    {"gn bf16 nhwc odd hw cluster 8", GN, BF16, 2, 96, 7, 9, 4, 1, 0, 3, 2, 1, 0, 0, 1, 0, 0, 2.0, 0, 0, 0, 8, 0, 0},
+    {"in bf16 nhwc no params cluster 4", IN, BF16, 3, 24, 14, 14, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0.0, 0, 0, 0, 4, 0, 0},
+    {"gn bf16 nhwc cluster by choice", GN, BF16, 66, 64, 32, 32, 16, 1, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 0, 0, 0, 0, 0, 0},
+    {"gn bf16 nhwc cluster off", GN, BF16, 66, 64, 32, 32, 16, 1, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.5, 0, 0, 0, -1, 0, 0},
+    {"gn bf16 nchw cluster 2", GN, BF16, 4, 128, 16, 16, 32, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 1, 0, 2, 0, 0},
+    {"gn f16 nchw cluster 8 recomputed", GN, F16, 2, 256, 32, 48, 8, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 1.5, 0, 0, 0, 8, 0, 0},
+    {"in f32 nchw cluster 4 gap", IN, F32, 3, 40, 10, 6, 0, 0, 8, 1, 2, 0, 0, 0, 1, 2, 0, 0.5, 0, 1, 0, 4, 0, 0},
+    {"gn bf16 nchw cluster misaligned", GN, BF16, 2, 64, 12, 12, 8, 0, 0, 2, 2, 0, 0, 0, 1, 3, 1, 0.0, 0, 1, 0, 2, 0, 0},
+    {"gn bf16 nchw uneven tiles cluster 2", GN, BF16, 2, 96, 8, 9, 4, 0, 0, 3, 2, 1, 0, 0, 1, 0, 0, 2.0, 0, 0, 0, 2, 0, 0},
+    {"in bf16 nchw inference cluster 1", IN, BF16, 3, 16, 16, 16, 0, 0, 0, 2, 0, 0, 1, 0, 0, 0, 0, 1.0, 0, 0, 0, 1, 0, 0},
+    {"gn bf16 nchw cluster by choice", GN, BF16, 66, 64, 32, 32, 16, 0, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.5, 0, 0, 0, 0, 0, 0},
+    {"bn bf16 nchw cluster 4", BN, BF16, 8, 16, 16, 16, 0, 0, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 1, 0, 4, 0, 0},
+    {"bn f32 nchw cluster 2 recomputed", BN, F32, 5, 12, 6, 10, 0, 0, 4, 1, 1, 0, 0, 1, 1, 0, 0, 1.0, 0, 0, 0, 2, 0, 0},
+    {"bn f16 nchw cluster 8 half-saved", BN, F16, 16, 8, 8, 8, 0, 0, 0, 1, 0, 1, 0, 0, 1, 2, 0, 2.0, 0, 0, 0, 8, 0, 0},
+    {"bn bf16 nchw cluster misaligned", BN, BF16, 4, 8, 8, 8, 0, 0, 0, 2, 2, 0, 0, 1, 1, 3, 1, 0.0, 0, 1, 0, 2, 0, 0},
     {"bn bf16 nchw cluster large tiles", BN, BF16, 16, 24, 112, 112, 0, 0, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 0, 0, 0,
-     0},
+     0, 0},
     {"gn bf16 nchw cluster large tiles", GN, BF16, 2, 64, 256, 256, 16, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 0, 0, 0,
-     0},
+     0, 0},
     {"gn bf16 nhwc cluster large tiles", GN, BF16, 1, 512, 128, 128, 32, 1, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.5, 0, 0, 0, 0,
-     0},
+     0, 0},
     {"bn bf16 nchw cluster large tiles, bwd past shared memory", BN, BF16, 40, 20, 112, 112, 0, 0, 0, 2, 2, 0, 0, 1, 1,
-     1, 0, 0.5, 0, 1, 0, 0, 0},
+     1, 0, 0.5, 0, 1, 0, 0, 0, 0},
     {"gn bf16 nchw cluster fwd past shared memory", GN, BF16, 1, 32, 1000, 1024, 32, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0, 1.0,
-     0, 0, 0, 0, 0},
-    {"bn f32 nhwc stream misaligned", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0, 1, 1.0, 0, 1, 0, 0, 1},
-    {"bn bf16 nhwc stream odd rows gap", BN, BF16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 0, 0, 0, 2.0, 0, 1, 0, 0, 1},
-    {"bn f16 nhwc stream 3 windows", BN, F16, 16, 192, 24, 20, 0, 1, 0, 1, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 0, 0, 0, 1},
+     0, 0, 0, 0, 0, 0},
+    {"bn f32 nhwc stream misaligned", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0, 1, 1.0, 0, 1, 0, 0, 1, 0},
+    {"bn bf16 nhwc stream odd rows gap", BN, BF16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 0, 0, 0, 2.0, 0, 1, 0, 0, 1, 0},
+    {"bn f16 nhwc stream 3 windows", BN, F16, 16, 192, 24, 20, 0, 1, 0, 1, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 0, 0, 0, 1, 0},
     {"bn f32 nhwc stream two-launch misaligned", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 1, 0, 1, 1.0, 0, 1, 0,
-     0, 2},
+     0, 2, 0},
     {"bn bf16 nhwc stream two-launch odd rows gap", BN, BF16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 1, 1, 0, 2.0, 0, 1,
-     0, 0, 2},
+     0, 0, 2, 0},
     {"bn f16 nhwc stream two-launch 3 windows", BN, F16, 16, 192, 24, 20, 0, 1, 0, 1, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 0,
-     0, 0, 2},
+     0, 0, 2, 0},
     {"bn bf16 nhwc stream two-launch big", BN, BF16, 64, 128, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 0, 0, 0,
-     2},
-    {"bn bf16 nhwc stream off", BN, BF16, 16, 64, 16, 16, 0, 1, 0, 2, 2, 0, 0, 1, 0, 0, 0, 0.5, 0, 0, 0, 0, -1},
+     2, 0},
+    {"bn bf16 nhwc stream off", BN, BF16, 16, 64, 16, 16, 0, 1, 0, 2, 2, 0, 0, 1, 0, 0, 0, 0.5, 0, 0, 0, 0, -1, 0},
     {"bn bf16 nhwc stream 512 channels", BN, BF16, 8, 512, 45, 45, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 1.0, 0, 0,
-     0, 0, 0},
+     0, 0, 0, 0},
     {"bn bf16 nhwc stream 256 channels", BN, BF16, 2, 256, 128, 128, 0, 1, 0, 1, 2, 1, 0, 1, 1, 1, 0,
-     2.0, 0, 1, 0, 0, 0},
+     2.0, 0, 1, 0, 0, 0, 0},
     {"bn f16 nhwc stream tiles under a block pass", BN, F16, 3, 64, 7, 7, 0, 1, 0, 2, 0, 0, 0, 0, 1, 1, 0, 0.5,
-     0, 1, 0, 0, 0},
+     0, 1, 0, 0, 0, 0},
     {"bn f32 nhwc stream 24 channels", BN, F32, 6, 24, 10, 10, 0, 1, 0, 1, 1, 0, 0, 1, 1, 1, 0, 0.0, 0, 1, 0, 0,
-     0},
+     0, 0},
     {"bn bf16 nhwc stream 256 channels merge in launch", BN, BF16, 2, 256, 128, 128, 0, 1, 0, 1, 2, 1, 0, 1, 1, 1, 0,
-     2.0, 0, 1, 0, 0, 0},
+     2.0, 0, 1, 0, 0, 0, 0},
     {"bn f16 nhwc stream two-launch gap merge in launch", BN, F16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 1, 1, 0, 2.0, 0,
-     1, 0, 0, 2},
+     1, 0, 0, 2, 0},
     {"bn bf16 nhwc stream 256 channels combined kernel", BN, BF16, 2, 256, 128, 128, 0, 1, 0, 1, 2, 1, 0, 1, 1, 1, 0,
-     2.0, 0, 1, 0, 0, 0},
+     2.0, 0, 1, 0, 0, 0, 0},
     {"bn bf16 nhwc stream 256 channels 3 blocks", BN, BF16, 2, 256, 128, 128, 0, 1, 0, 1, 2, 1, 0, 1, 1, 1, 0, 2.0, 0,
-     1, 0, 0, 0},
+     1, 0, 0, 0, 0},
     {"bn f16 nhwc stream two-launch gap 3 blocks", BN, F16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 1, 1, 0, 2.0, 0, 1, 0,
-     0, 2},
+     0, 2, 0},
     {"bn f32 nhwc stream misaligned 3 blocks", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 1, 0, 1, 1.0, 0, 1, 0, 0,
-     0},
+     0, 0},
     {"bn bf16 nhwc stream two-launch early", BN, BF16, 64, 128, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 1, 0,
-     0, 2},
+     0, 2, 0},
     {"bn f16 nhwc stream two-launch gap early", BN, F16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 1, 1, 0, 2.0, 0, 1, 0, 0,
-     2},
+     2, 0},
     {"bn bf16 nhwc stream two-launch no early", BN, BF16, 8, 512, 45, 45, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 1.0, 0, 1,
-     0, 0, 2},
+     0, 0, 2, 0},
+    /* the plane path: a block a (n, c) plane in registers (NCHW, one channel a set) */
+    {"in bf16 nchw plane", IN, BF16, 4, 24, 32, 64, 0, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 1.0, 0, 1, 0, 0, 0, 1},
+    {"in f32 nchw plane recomputed gap, masked units", IN, F32, 3, 10, 24, 40, 0, 0, 8, 1, 1, 1, 0, 0, 1, 0, 0, 1.5, 0,
+     1, 0, 0, 0, 1},
+    {"gn f16 nchw plane groups = C half-saved", GN, F16, 2, 16, 33, 32, 16, 0, 0, 3, 0, 0, 0, 0, 1, 2, 0, 0.5, 0, 1, 0,
+     0, 0, 1},
+    {"in bf16 nchw plane inv_std saved no params", IN, BF16, 3, 8, 16, 32, 0, 0, 0, 0, 0, 0, 0, 0, 1, 3, 0, 2.0, 0, 1,
+     0, 0, 0, 1},
+    {"in bf16 nchw plane misaligned", IN, BF16, 2, 12, 32, 32, 0, 0, 0, 2, 2, 0, 0, 0, 1, 1, 1, 0.0, 0, 1, 0, 0, 0, 1},
+    {"in f16 nchw plane 8 units", IN, F16, 2, 16, 64, 128, 0, 0, 0, 2, 1, 0, 0, 0, 1, 1, 0, 0.5, 0, 0, 0, 0, 0, 1},
+    {"in bf16 nchw plane over FROST_CNORM_CLUSTER=2", IN, BF16, 2, 16, 32, 32, 0, 0, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.0, 0, 0,
+     0, 2, 0, 1},
+    {"in bf16 nchw plane off", IN, BF16, 33, 128, 64, 64, 0, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.5, 0, 0, 0, 0, 0, -1},
+    {"in bf16 nchw plane by choice", IN, BF16, 33, 128, 64, 64, 0, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.5, 0, 0, 0, 0, 0,
+     0},
 };
 #undef F32
 #undef F16
@@ -341,6 +358,25 @@ static frost_graph *make_graph(run *r, frost_context *ctx, int backward)
 /* Running both engines                                                                  */
 /* ---------------------------------------------------------------------------------- */
 
+/* The plane path (chan_norm_plane.cu) is taken exactly where it may be and the case asks
+ * for it: NCHW InstanceNorm or GroupNorm with one channel a group, 16-byte units of pixels
+ * (and n strides), planes of 64 to 512 x 4 (or 8) units; forced by the case, or by the
+ * rule for "by choice" (two waves of planes: this case is sized for a GPU of <= 132 SMs);
+ * never when the case turns it off. */
+static void check_plane(const ccase *c, const frost__device *dev, int planar, const char *explain)
+{
+    const int64_t esize = c->dtype == FROST_F32 ? 4 : 2, vec = 16 / esize, units = c->h * c->w / vec;
+    const int per = strstr(c->name, "8 units") ? 8 : 4;
+    const int fits = c->n > 0 && !c->nhwc && c->kind != BN && (c->kind == IN || c->groups == c->c) &&
+                     (c->h * c->w) % vec == 0 && (c->n <= 1 || c->n_gap % vec == 0) && units >= 64 &&
+                     units <= 512 * per;
+    const int want = c->plane > 0 || (strstr(c->name, "by choice") && dev->sm_count <= 132);
+    if (planar ? !fits || c->plane < 0 : fits && want)
+        tu_failf("plane path %s for this case:\n%s", planar ? "taken" : "not taken", explain);
+    if (planar && strstr(c->name, "8 units") && !strstr(explain, "PLANE_UNITS=8"))
+        tu_failf("the plane path does not hold 8 units a thread:\n%s", explain);
+}
+
 /* Builds and runs g on the GPU `repeat` times (gpu_util: inputs copied whole, outputs
  * from their poisoned or, for running statistics, initial host copies; later runs must
  * reproduce run 1 bitwise); run 1's results land in r->gpu[].  The case's tile and block
@@ -373,6 +409,10 @@ static int run_gpu(run *r, frost_graph *g, const frost__device *dev, int backwar
         setenv("FROST_CNORM_STREAM_SPLIT", "0", 1);
     if (strstr(c->name, "3 blocks"))
         setenv("FROST_CNORM_STREAM_BLOCKS", "3", 1);
+    if (c->plane)
+        setenv("FROST_CNORM_PLANE", c->plane > 0 ? "1" : "0", 1);
+    if (strstr(c->name, "8 units"))
+        setenv("FROST_CNORM_PLANE_UNITS", "8", 1);
     const int built = tu_run_cuda(g, dev, &slots, c->misalign, repeat);
     unsetenv("FROST_CNORM_STREAM_MERGE");
     unsetenv("FROST_CNORM_STREAM_EARLY");
@@ -382,6 +422,8 @@ static int run_gpu(run *r, frost_graph *g, const frost__device *dev, int backwar
     unsetenv("FROST_CNORM_BLOCKS");
     unsetenv("FROST_CNORM_CLUSTER");
     unsetenv("FROST_CNORM_STREAM");
+    unsetenv("FROST_CNORM_PLANE");
+    unsetenv("FROST_CNORM_PLANE_UNITS");
     return built;
 }
 
@@ -507,11 +549,13 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
          * forces it is eligible, and -1 turns it off */
         const int clustered = strstr(explain, "chan_norm_cluster.cu:cnorm_cluster_fwd_kernel") != NULL;
         const int streamed = strstr(explain, "chan_norm_stream.cu:cnorm_stream_fwd_") != NULL;
+        const int planar = strstr(explain, "chan_norm_plane.cu:cnorm_plane_fwd_kernel") != NULL;
+        check_plane(c, dev, planar, explain);
         const int want_cluster = c->cluster > 0 && strstr(c->name, "cluster") != NULL;
         const int vec = c->dtype == FROST_F32 ? 4 : 8;
         const int units = c->c % vec == 0 && (c->n <= 1 || c->n_gap % vec == 0);
         const int pixel_units = (c->h * c->w) % vec == 0 && (c->n <= 1 || c->n_gap % vec == 0);
-        if (c->n > 0 && !clustered && !streamed && !strstr(explain, "chan_norm_fwd.cu:cnorm_fwd_kernel"))
+        if (c->n > 0 && !clustered && !streamed && !planar && !strstr(explain, "chan_norm_fwd.cu:cnorm_fwd_kernel"))
             tu_failf("explain does not name the cuda kernel:\n%s", explain);
         const int ineligible = (c->kind == BN && (c->nhwc || c->inference)) || !(c->nhwc ? units : pixel_units);
         if (c->n > 0 && (clustered ? ineligible || c->cluster < 0 : want_cluster))
@@ -570,6 +614,7 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
                 tu_failf("the backward did not take the cluster path with large tiles:\n%s", explain);
             if (strstr(c->name, "bwd past shared memory") && !strstr(explain, "reads the other"))
                 tu_failf("the backward's tiles do not read rows past shared memory twice:\n%s", explain);
+            check_plane(c, dev, strstr(explain, "chan_norm_plane.cu:cnorm_plane_bwd_kernel") != NULL, explain);
         }
         frost_graph_destroy(gc);
         frost_graph_destroy(gg);
@@ -614,6 +659,7 @@ static ccase random_case(uint64_t seed, int index)
     static const int clusters[] = {0, 0, 1, 2, 4, 8};
     c.cluster = clusters[tu_int(&rng, 0, 5)];
     c.stream = (int)tu_int(&rng, 0, 3) - 1;
+    c.plane = (int)tu_int(&rng, 0, 2) - 1;
     return c;
 }
 

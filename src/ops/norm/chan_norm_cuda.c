@@ -35,6 +35,11 @@
  * the others twice.  A base that turns out misaligned at execute takes the kernel's
  * element-by-element loads and stores.
  *
+ * The plane path (chan_norm_plane.cu): NCHW InstanceNorm, and GroupNorm with one channel a
+ * group, on 16-byte units, when a plane (HW pixels) fits a block's registers and the N x C
+ * planes fill at least two waves (frost__cnorm_choose_plane): a block per plane, taken
+ * before the cluster path.  FROST_CNORM_PLANE=0 turns it off.
+ *
  * The stream path (chan_norm_stream.cu): BatchNorm training forward, and backward with both
  * saved statistics, on NHWC 16-byte units: by default two launches of one grid, the
  * statistics (each tile's records, merged per channel by the finalize kernel launched
@@ -50,7 +55,8 @@
  * 1, 2, 4, 8 (GroupNorm / InstanceNorm in both layouts, BatchNorm NCHW: 120 keys) and, for
  * NCHW tiles that hold part of their rows, CLUSTER = 8 with HELD (18 keys), the
  * stream path three per dtype and direction (the combined kernel,
- * the statistics and the output entry points with STREAM_BLOCKS = 2: 18); all listed by
+ * the statistics and the output entry points with STREAM_BLOCKS = 2: 18), the plane path
+ * GroupNorm and InstanceNorm NCHW with PLANE_UNITS = CNP_UNITS (12); all listed by
  * frost__cnorm_cuda_keys.
  */
 #include <stdint.h>
@@ -66,6 +72,7 @@ FROST__STATIC_ASSERT(sizeof(cnorm_params) == CNORM_PARAMS_BYTES, "cnorm_params l
 #define BWD_SOURCE "src/ops/norm/chan_norm_bwd.cu"
 #define CLUSTER_SOURCE "src/ops/norm/chan_norm_cluster.cu"
 #define STREAM_SOURCE "src/ops/norm/chan_norm_stream.cu"
+#define PLANE_SOURCE "src/ops/norm/chan_norm_plane.cu"
 #define SMEM_RESERVED 1024 /* per block, taken by the hardware */
 #define MAX_ROWS ((int64_t)INT32_MAX - 4096)
 
@@ -81,6 +88,8 @@ static const char *const stream_entry[2][3] = {
     {"cnorm_stream_bwd_kernel", "cnorm_stream_bwd_stats_kernel", "cnorm_stream_bwd_apply_kernel"},
 };
 static const char *const cluster_entry[2] = {"cnorm_cluster_fwd_kernel", "cnorm_cluster_bwd_kernel"};
+static const char *const plane_entry[2] = {"cnorm_plane_fwd_kernel", "cnorm_plane_bwd_kernel"};
+#define PATH_PLANE (-3) /* fill_key's cluster argument for the plane path's main kernel */
 static const char *const kind_define[3] = {"KIND_GROUP", "KIND_INSTANCE", "KIND_BATCH"};
 static const char *const kind_label[3] = {"GroupNorm", "InstanceNorm", "BatchNorm"};
 
@@ -155,16 +164,21 @@ static frost_status pick_layout(const frost__graph *g, const frost__node *n, con
 }
 
 /* blocks: resident blocks per SM of the main kernel (> 1 only under FROST_CNORM_BLOCKS; the
- * stream path's split entry points: the geometry's count); cluster: > 0 for the cluster
- * path's main kernel (chan_norm_cluster.cu), its blocks per cluster, -1 for the stream path's
- * combined kernel (chan_norm_stream.cu), -2 for its split entry points (ENTRY_MAIN: the
- * statistics, ENTRY_APPLY: the output) */
+ * stream path's split entry points: the geometry's count; the plane path: the units a
+ * thread holds); cluster: > 0 for the cluster path's main kernel (chan_norm_cluster.cu),
+ * its blocks per cluster, -1 for the stream path's combined kernel (chan_norm_stream.cu),
+ * -2 for its split entry points (ENTRY_MAIN: the statistics, ENTRY_APPLY: the output),
+ * PATH_PLANE for the plane path's (chan_norm_plane.cu) */
 static void fill_key(frost__kernel_key *k, int backward, int entry, frost_dtype dtype, int kind, int nhwc,
                      int64_t blocks, int64_t cluster, int held)
 {
     const int clustered = entry == ENTRY_MAIN && cluster > 0;
-    const int streamed = (entry == ENTRY_MAIN || entry == ENTRY_APPLY) && cluster < 0, split = cluster == -2;
-    if (streamed)
+    const int planar = entry == ENTRY_MAIN && cluster == PATH_PLANE;
+    const int streamed = (entry == ENTRY_MAIN || entry == ENTRY_APPLY) && cluster < 0 && !planar,
+              split = cluster == -2;
+    if (planar)
+        frost__key_init(k, PLANE_SOURCE, plane_entry[backward]);
+    else if (streamed)
         frost__key_init(k, STREAM_SOURCE, stream_entry[backward][!split ? 0 : entry == ENTRY_MAIN ? 1 : 2]);
     else
         frost__key_init(k, clustered ? CLUSTER_SOURCE : backward ? BWD_SOURCE : FWD_SOURCE,
@@ -172,13 +186,15 @@ static void fill_key(frost__kernel_key *k, int backward, int entry, frost_dtype 
     frost__key_define(k, dtype == FROST_F32 ? "DTYPE_F32" : dtype == FROST_F16 ? "DTYPE_F16" : "DTYPE_BF16", NULL);
     frost__key_define(k, kind_define[kind], NULL);
     frost__key_define(k, nhwc ? "LAYOUT_NHWC" : "LAYOUT_NCHW", NULL);
-    if (clustered) {
+    if (planar)
+        frost__key_define(k, "PLANE_UNITS", "%d", (int)blocks);
+    else if (clustered) {
         frost__key_define(k, "CLUSTER", "%d", (int)cluster);
         if (held) /* NCHW tiles that hold part of their rows (the kernel's other rows are read twice) */
             frost__key_define(k, "HELD", NULL);
     } else if (streamed && split)
         frost__key_define(k, "STREAM_BLOCKS", "%d", (int)blocks);
-    else if (entry == ENTRY_MAIN && blocks > 1 && !streamed)
+    else if (entry == ENTRY_MAIN && blocks > 1 && !streamed && cluster != PATH_PLANE)
         frost__key_define(k, "MINB", "%d", (int)blocks);
 }
 
@@ -367,7 +383,8 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
         /* the stream path: the training forward, or a backward with both saved statistics */
         const int streamable = p->backward ? p->slot[FROST__CNORM_MEAN].present && p->slot[FROST__CNORM_INV_STD].present
                                            : p->phase == FROST_NORM_TRAINING;
-        if (!(stats && frost__cnorm_choose_cluster(&sh, &cd, &pl->geo)) &&
+        if (!(stats && frost__cnorm_choose_plane(&sh, &cd, &pl->geo)) &&
+            !(stats && frost__cnorm_choose_cluster(&sh, &cd, &pl->geo)) &&
             !(streamable && frost__cnorm_choose_stream(&sh, &cd, &pl->geo)) &&
             !frost__cnorm_choose_geometry(&sh, &cd, stats, &pl->geo)) {
             frost__buf_printf(why, "cuda %s keeps at least %d rows of %lld channels (one %s) in shared memory: %zu "
@@ -400,11 +417,13 @@ static frost_status cnorm_select(const frost_context *ctx, const frost__graph *g
     pl->early = pl->use[ENTRY_APPLY] && env_on("FROST_CNORM_PDL");
     /* the cluster path's backward lets its d_scale / d_bias kernel be scheduled as its last
      * blocks store (the kernel waits for it first) */
-    pl->early_dparams = pl->use[ENTRY_DPARAMS] && pl->geo.cluster && env_on("FROST_CNORM_PDL");
+    pl->early_dparams = pl->use[ENTRY_DPARAMS] && (pl->geo.cluster || pl->geo.plane) && env_on("FROST_CNORM_PDL");
     for (int e = 0; e < NUM_ENTRIES; e++)
         if (pl->use[e])
-            fill_key(&pl->keys[e], p->backward, e, pl->dtype, pl->kind, nhwc, pl->geo.blocks,
-                     pl->split ? -2 : pl->geo.stream ? -1 : pl->geo.cluster, pl->geo.held != 0);
+            fill_key(&pl->keys[e], p->backward, e, pl->dtype, pl->kind, nhwc,
+                     pl->geo.plane ? pl->geo.plane_units : pl->geo.blocks,
+                     pl->geo.plane ? PATH_PLANE : pl->split ? -2 : pl->geo.stream ? -1 : pl->geo.cluster,
+                     pl->geo.held != 0);
     fill_params(p, pl);
     plan_workspace(pl);
     pl->grid_finalize = (unsigned)frost__cnorm_ceil_div(pl->geo.num_segments * pl->geo.sets, CNORM_FIN_SETS);
@@ -449,6 +468,13 @@ static frost_status cnorm_build(const frost_context *ctx, const frost__node *n, 
             return frost__fail(FROST_INTERNAL, "cuda channel norm: a tile needs %zu bytes of shared memory, %s "
                                                "allows %zu", pl->geo.smem, pl->keys[e].entry,
                                pl->kernels[e]->dyn_smem_set);
+    }
+    if (pl->geo.plane) { /* a block a plane */
+        if (blocks_fit(dev, k, (int)pl->geo.plane, 0) < 1)
+            return frost__fail(FROST_INTERNAL, "cuda channel norm plane kernel: %d registers leave no room for a block "
+                                               "of %lld threads", k->attrs.registers, (long long)pl->geo.plane);
+        pl->grid_main = (unsigned)pl->geo.num_tiles;
+        return FROST_OK;
     }
     if (pl->geo.cluster) { /* one block per tile; the hardware places whole clusters */
         pl->grid_main = (unsigned)pl->geo.num_tiles;
@@ -541,7 +567,7 @@ static frost_status cnorm_execute(const frost_context *ctx, const frost__node *n
     /* a statistics pass, the finalize kernel's merge, then the output pass: the fallback and the
      * stream path's two-launch form (which merges in its first launch under FROST_CNORM_STREAM_MERGE=0) */
     const int two_passes = pl->use[ENTRY_FINALIZE] || pl->geo.stream == 2;
-    const int threads = pl->geo.cluster || pl->geo.stream ? CNC_THREADS : CNORM_THREADS;
+    const int threads = pl->geo.plane ? (int)pl->geo.plane : pl->geo.cluster || pl->geo.stream ? CNC_THREADS : CNORM_THREADS;
     if (s == FROST_OK && pl->use[ENTRY_MAIN]) {
         k.mode = two_passes                   ? CNORM_MODE_STATS
                  : (k.flags & CNORM_F_RUNNING) ? CNORM_MODE_APPLY
@@ -570,6 +596,17 @@ static void cnorm_describe(const void *plan, frost__buf *out)
         return;
     }
     frost__key_print(&pl->keys[ENTRY_MAIN], out);
+    if (geo->plane) {
+        frost__buf_printf(out, "; NCHW, a block of %lld threads per (n, c) plane of %lld pixels (%lld blocks), each "
+                               "thread holding %lld 16-byte units of x%s in registers; x%s read from HBM once, the "
+                               "plane's sums reduced in the block in a fixed order (deterministic)",
+                          (long long)geo->plane, (long long)geo->rows, (long long)geo->num_tiles,
+                          (long long)geo->plane_units, pl->backward ? " and dY" : "", pl->backward ? " and dY" : "");
+        if (pl->use[ENTRY_DPARAMS])
+            frost__buf_printf(out, "; d_scale / d_bias summed per channel by %s in fixed order",
+                              pl->keys[ENTRY_DPARAMS].entry);
+        return;
+    }
     if (geo->cluster) {
         frost__buf_printf(out, "; %s tiles of %lld rows x %lld channels (%zu B shared memory), %lld segments, each "
                                "one thread-block cluster of %lld tiles; x%s read from HBM once%s, statistics merged "
@@ -696,6 +733,14 @@ int frost__cnorm_cuda_keys(frost__kernel_key *keys, int cap)
                             fill_key(&keys[count], backward, ENTRY_MAIN, dtypes[d], kind, nhwc, 1, cluster, 0);
                         count++;
                     }
+    /* the plane path: GroupNorm (one channel a group) and InstanceNorm, NCHW, CNP_UNITS a thread */
+    for (int backward = 0; backward < 2; backward++)
+        for (size_t d = 0; d < FROST__ARRAY_SIZE(dtypes); d++)
+            for (int kind = 0; kind < 2; kind++) {
+                if (count < cap)
+                    fill_key(&keys[count], backward, ENTRY_MAIN, dtypes[d], kind, 0, CNP_UNITS, PATH_PLANE, 0);
+                count++;
+            }
     /* its NCHW tiles that hold part of their rows, always CNC_MAX_CLUSTER a segment */
     for (int backward = 0; backward < 2; backward++)
         for (size_t d = 0; d < FROST__ARRAY_SIZE(dtypes); d++)

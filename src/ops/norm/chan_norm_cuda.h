@@ -40,6 +40,8 @@ typedef struct cnorm_geometry {
                            asks L2 for before the statistics are final */
     int64_t held;      /* NCHW cluster path: the rows of a tile held in shared memory, when fewer than rows (the
                           others are read twice, the second time mostly from L2); else 0 */
+    int64_t plane;       /* > 0: the plane path (chan_norm_plane.cu), its threads per block, a block a plane */
+    int64_t plane_units; /* ... and the 16-byte units a thread holds (the key's PLANE_UNITS) */
     size_t smem;
 } cnorm_geometry;
 
@@ -69,6 +71,11 @@ int frost__cnorm_choose_geometry(const cnorm_shape *s, const cnorm_device *dev, 
 /* The cluster path's tiling (chan_norm_cluster.cu) when the problem and device allow it
  * and it fills the device: returns 1 with *out set, else 0 (then choose_geometry). */
 int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, cnorm_geometry *out);
+
+/* The plane path (chan_norm_plane.cu: InstanceNorm, or GroupNorm with one channel a group,
+ * NCHW 16-byte units, a block a plane held in registers) when the problem allows it and
+ * its planes fill the device: returns 1 with *out set, else 0. */
+int frost__cnorm_choose_plane(const cnorm_shape *s, const cnorm_device *dev, cnorm_geometry *out);
 
 /* The stream path's tiling (chan_norm_stream.cu: BatchNorm training forward, NHWC 16-byte
  * units) when the problem allows it: returns 1 with *out set, else 0. */

@@ -463,3 +463,46 @@ int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cn
     }
     return 0;
 }
+
+/* The plane path: NCHW InstanceNorm, or GroupNorm with one channel a group, on 16-byte
+ * units, planes of CNP_MIN_UNITS to CNP_MAX_THREADS x CNP_UNITS units (bf16: 512 to 16384
+ * pixels), and at least two waves of planes at the blocks an SM the threads allow (fewer,
+ * larger planes are the cluster path's: it cuts a plane over several blocks).  The threads:
+ * the plane's units over CNP_UNITS, rounded up to a warp.  Developer switches:
+ * FROST_CNORM_PLANE=0 turns the path off, =1 takes it wherever the planes fit (else the
+ * rule, which yields to a forced FROST_CNORM_CLUSTER); FROST_CNORM_PLANE_UNITS (1, 2, 4 or
+ * 8) sets the units a thread holds. */
+int frost__cnorm_choose_plane(const cnorm_shape *s, const cnorm_device *dev, cnorm_geometry *out)
+{
+    const char *env = getenv("FROST_CNORM_PLANE");
+    int64_t per = env_int("FROST_CNORM_PLANE_UNITS", 1, 8);
+    if ((per & (per - 1)) != 0 || per == 0)
+        per = CNP_UNITS;
+    if ((env && env[0] == '0' && !env[1]) || s->nhwc || !s->vec_layout || s->cg != 1 ||
+        s->kind == FROST__CNORM_BATCH || s->n * s->c == 0 || s->n * s->c > INT32_MAX)
+        return 0;
+    const int64_t units = s->hw * s->esize / 16;
+    if (units < CNP_MIN_UNITS || units > CNP_MAX_THREADS * per)
+        return 0;
+    const int64_t threads = frost__cnorm_align_up(frost__cnorm_ceil_div(units, per), 32);
+    int64_t per_sm = 2048 / threads;
+    per_sm = per_sm > 32 ? 32 : per_sm;
+    const int forced = env && env[0] == '1' && !env[1];
+    if (!forced && (s->n * s->c < 2 * dev->sms * per_sm || env_int("FROST_CNORM_CLUSTER", 1, CNC_MAX_CLUSTER)))
+        return 0;
+    memset(out, 0, sizeof *out);
+    out->cw = 1;
+    out->sets = 1;
+    out->windows = s->c;
+    out->rows = s->hw;
+    out->seg_rows = s->hw;
+    out->k_tiles = 1;
+    out->num_segments = s->n * s->c;
+    out->num_tiles = out->num_segments;
+    out->blocks = per_sm;
+    out->waves = frost__cnorm_ceil_div(out->num_tiles, dev->sms * per_sm);
+    out->resident = 1;
+    out->plane = threads;
+    out->plane_units = per;
+    return 1;
+}

@@ -131,6 +131,14 @@
     ((tensors) * CNORM_ALIGN16((uint64_t)(rows) * (uint64_t)(cw) * (uint64_t)(esize)) +                             \
      4ull * (4ull * (uint64_t)(cw) + 8ull * (uint64_t)(sets) + 2ull * (uint64_t)(cw) * (uint64_t)CNC_PHASES(units)))
 
+/* The plane path (chan_norm_plane.cu: InstanceNorm / GroupNorm with one channel a group,
+ * NCHW, 16-byte units): a block per (n, c) plane, at most CNP_MAX_THREADS threads holding
+ * CNP_UNITS 16-byte units each of x (and dy) in registers; planes of CNP_MIN_UNITS units or
+ * more. */
+#define CNP_MAX_THREADS 512
+#define CNP_UNITS 4
+#define CNP_MIN_UNITS 64
+
 /* The stream path (chan_norm_stream.cu: BatchNorm training forward and backward with saved
  * statistics, NHWC, 16-byte units): CNC_THREADS-thread blocks, CNS_MIN_BLOCKS per SM (all
  * resident in the one-launch form).  A window's tiles merge in two levels: groups of CNS_GROUP consecutive tiles,

@@ -1,0 +1,220 @@
+/*
+ * chan_norm_plane.cu — InstanceNorm, and GroupNorm with one channel a group, forward and
+ * backward on NCHW tensors whose planes fit a block's registers: one block per (n, c)
+ * plane of HW contiguous pixels, no shared-memory tile, no cluster.
+ *
+ * Thread t of a block of T threads holds the 16-byte units t, t + T, ..., t + (PLANE_UNITS
+ * - 1) T of the plane (of x, and of dy for the backward), loaded together at the top, so a
+ * block's loads are all in flight at once and neighbouring lanes read neighbouring units.
+ * The host picks T = the plane's units / PLANE_UNITS rounded up to a warp (at most
+ * CNP_MAX_THREADS); units past the plane's end are masked.  A block reduces in a fixed
+ * order (warp butterflies, then every thread adds the warps' sums in warp order), so each
+ * thread holds the same, bitwise repeatable, statistics.
+ *
+ * Forward: mean = sum x / M, then var = sum (x - mean)^2 / M over the registers (two exact
+ * passes, no cancellation), y = x (r w) + (b - mean r w); saved mean / inv_std written by
+ * thread 0.  Backward: mean and r from the saved statistics or recomputed the same way,
+ * A = sum dy, B = sum dy (x - mean), and
+ *     dx = r w (dy - A / M - (x - mean) r^2 B / M);
+ * d_scale / d_bias: each block writes its plane's (sum dy, sum dy x_hat) as record (n, c)
+ * of the workspace (k_tiles = 1), added per channel in a fixed order by chan_norm_bwd.cu's
+ * cnorm_bwd_dparams_kernel.  HBM sees x (and dy) read once and the output written once,
+ * like the cluster path, but a plane's bytes go straight from the loads to registers and
+ * back: the tile staging, its barriers and the cluster exchange are gone, and the grid of
+ * N C small blocks ends in a short tail.
+ *
+ * Why (H200, 2026-12-06, docs/PERF.md): on InstanceNorm 32x512x64x64 NCHW backward the
+ * cluster path's kernel took 114 us, 3.5 TB/s, where torch.compile's one reduction
+ * kernel of a program per plane took 106.5 us.
+ *
+ * A base that turns out misaligned at execute (params.vec_ok = 0) takes element loads and
+ * stores into the same registers.
+ *
+ * Entry points: cnorm_plane_fwd_kernel, cnorm_plane_bwd_kernel.  Keys: DTYPE_*,
+ * KIND_INSTANCE | KIND_GROUP, LAYOUT_NCHW, PLANE_UNITS (units a thread holds).
+ */
+#include "chan_norm_stats.cuh"
+
+#if !defined(LAYOUT_NCHW) || defined(KIND_BATCH) || !defined(PLANE_UNITS)
+#error "the plane path is InstanceNorm / GroupNorm on NCHW tensors, with PLANE_UNITS defined"
+#endif
+
+/* A plane's units in a thread's registers: packed 16-byte words, and which exist. */
+typedef struct cp_regs {
+    uint32_t r[PLANE_UNITS][4];
+} cp_regs;
+
+FROST_DEVICE bool cp_valid(int k, int units)
+{
+    return (int)threadIdx.x + k * (int)blockDim.x < units;
+}
+
+/* Loads the thread's units of the plane at base (zeros past its end). */
+FROST_DEVICE void cp_load(const cnorm_params *p, const frost_io *base, int units, cp_regs *v)
+{
+#pragma unroll
+    for (int k = 0; k < PLANE_UNITS; k++) {
+        const int u = (int)threadIdx.x + k * (int)blockDim.x;
+        if (u >= units) {
+            v->r[k][0] = v->r[k][1] = v->r[k][2] = v->r[k][3] = 0u;
+        } else if (p->vec_ok) {
+            frost_ld_stream_v4(v->r[k], base + (int64_t)u * CN_VEC);
+        } else {
+            float f[CN_VEC];
+#pragma unroll
+            for (int e = 0; e < CN_VEC; e++)
+                f[e] = frost_to_float(base[(int64_t)u * CN_VEC + e]);
+            cn_pack(v->r[k], f);
+        }
+    }
+}
+
+/* Stores unit k of the thread (f: its CN_VEC values) at base. */
+FROST_DEVICE void cp_store(const cnorm_params *p, frost_io *base, int k, const float *f)
+{
+    const int64_t at = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * CN_VEC;
+    if (p->vec_ok) {
+        uint32_t r[4];
+        cn_pack(r, f);
+        frost_st_v4(base + at, r);
+    } else {
+#pragma unroll
+        for (int e = 0; e < CN_VEC; e++)
+            base[at + e] = frost_from_float(f[e]);
+    }
+}
+
+/* Sums of a and b over the block, the same bits in every thread (fixed order). */
+FROST_DEVICE float2 cp_block_sum2(float a, float b, float2 *red)
+{
+    a = frost_warp_sum(a);
+    b = frost_warp_sum(b);
+    const int warps = (int)blockDim.x / 32;
+    if ((threadIdx.x & 31) == 0)
+        red[threadIdx.x / 32] = make_float2(a, b);
+    __syncthreads();
+    float2 s = red[0];
+    for (int w = 1; w < warps; w++) {
+        s.x += red[w].x;
+        s.y += red[w].y;
+    }
+    __syncthreads(); /* red is free again */
+    return s;
+}
+
+/* The plane's mean and sum of squared deviations about it (M2). */
+FROST_DEVICE float2 cp_mean_m2(const cnorm_params *p, const cp_regs *x, int units, float2 *red)
+{
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < PLANE_UNITS; k++) { /* units past the end hold zeros */
+        float f[CN_VEC];
+        cn_unpack(x->r[k], f);
+#pragma unroll
+        for (int e = 0; e < CN_VEC; e++)
+            s += f[e];
+    }
+    const float mean = cp_block_sum2(s, 0.0f, red).x * p->inv_m;
+    float q = 0.0f;
+#pragma unroll
+    for (int k = 0; k < PLANE_UNITS; k++)
+        if (cp_valid(k, units)) {
+            float f[CN_VEC];
+            cn_unpack(x->r[k], f);
+#pragma unroll
+            for (int e = 0; e < CN_VEC; e++)
+                q = fmaf(f[e] - mean, f[e] - mean, q);
+        }
+    return make_float2(mean, cp_block_sum2(q, 0.0f, red).x);
+}
+
+/* The plane of block b: sample and channel. */
+FROST_DEVICE void cp_plane(const cnorm_params *p, int *n, int *c)
+{
+    *n = (int)(blockIdx.x / (unsigned)p->c);
+    *c = (int)blockIdx.x - *n * p->c;
+}
+
+extern "C" __global__ void __launch_bounds__(CNP_MAX_THREADS) cnorm_plane_fwd_kernel(const __grid_constant__ cnorm_params p)
+{
+    __shared__ float2 red[CNP_MAX_THREADS / 32];
+    int n, c;
+    cp_plane(&p, &n, &c);
+    const int units = p.hw / CN_VEC;
+    cp_regs x;
+    cp_load(&p, (const frost_io *)p.x + (int64_t)n * p.x_sn + (int64_t)c * p.hw, units, &x);
+    const float2 st = cp_mean_m2(&p, &x, units, red);
+    const float var = st.y * p.inv_m, rstd = rsqrtf(var + p.eps);
+    if (threadIdx.x == 0)
+        fwd_set_outputs(&p, n, c, 0, st.x, var, rstd, NULL);
+    const float a = rstd * cn_weight(&p, c);
+    const float b = (p.bias_dt != FROST_DT_NONE ? cn_param(p.bias, (int64_t)c * p.bias_sc, p.bias_dt) : 0.0f) -
+                    st.x * a;
+    frost_io *y = (frost_io *)p.out + (int64_t)n * p.out_sn + (int64_t)c * p.hw;
+#pragma unroll
+    for (int k = 0; k < PLANE_UNITS; k++)
+        if (cp_valid(k, units)) {
+            float f[CN_VEC];
+            cn_unpack(x.r[k], f);
+#pragma unroll
+            for (int e = 0; e < CN_VEC; e++)
+                f[e] = fmaf(f[e], a, b);
+            cp_store(&p, y, k, f);
+        }
+}
+
+extern "C" __global__ void __launch_bounds__(CNP_MAX_THREADS) cnorm_plane_bwd_kernel(const __grid_constant__ cnorm_params p)
+{
+    __shared__ float2 red[CNP_MAX_THREADS / 32];
+    int n, c;
+    cp_plane(&p, &n, &c);
+    const int units = p.hw / CN_VEC;
+    cp_regs x, dy;
+    cp_load(&p, (const frost_io *)p.x + (int64_t)n * p.x_sn + (int64_t)c * p.hw, units, &x);
+    cp_load(&p, (const frost_io *)p.dy + (int64_t)n * p.dy_sn + (int64_t)c * p.hw, units, &dy);
+    const bool saved_mean = p.flags & CNORM_F_SAVED_MEAN, saved_rstd = p.flags & CNORM_F_SAVED_RSTD;
+    float mean = saved_mean ? p.mean[cn_stat_index(&p, n, c, 0, p.mean_sn, p.mean_ss)] : 0.0f;
+    float rstd = saved_rstd ? p.inv_std[cn_stat_index(&p, n, c, 0, p.inv_sn, p.inv_ss)] : 0.0f;
+    if (!saved_mean || !saved_rstd) { /* as chan_norm_bwd.cu: a missing statistic is the plane's own */
+        const float2 st = cp_mean_m2(&p, &x, units, red);
+        if (!saved_mean)
+            mean = st.x;
+        if (!saved_rstd)
+            rstd = rsqrtf(st.y * p.inv_m + p.eps);
+    }
+    float sa = 0.0f, sb = 0.0f;
+#pragma unroll
+    for (int k = 0; k < PLANE_UNITS; k++)
+        if (cp_valid(k, units)) {
+            float fx[CN_VEC], fd[CN_VEC];
+            cn_unpack(x.r[k], fx);
+            cn_unpack(dy.r[k], fd);
+#pragma unroll
+            for (int e = 0; e < CN_VEC; e++) {
+                sa += fd[e];
+                sb = fmaf(fd[e], fx[e] - mean, sb);
+            }
+        }
+    const float2 s = cp_block_sum2(sa, sb, red);
+    if (p.want_rec && threadIdx.x == 0) { /* (sum dy, sum dy x_hat): record (n, c, 0) */
+        float *rec = (float *)(p.ws + p.off_rec) + ((int64_t)n * p.c + c) * 2;
+        rec[0] = s.x;
+        rec[1] = rstd * s.y;
+    }
+    /* the d_scale / d_bias kernel may be scheduled now; it waits for this grid to finish */
+    frost_allow_next_grid();
+    const float rw = rstd * cn_weight(&p, c);
+    const float ka = s.x * p.inv_m, kb = rstd * rstd * s.y * p.inv_m;
+    frost_io *dx = (frost_io *)p.out + (int64_t)n * p.out_sn + (int64_t)c * p.hw;
+#pragma unroll
+    for (int k = 0; k < PLANE_UNITS; k++)
+        if (cp_valid(k, units)) {
+            float fx[CN_VEC], fd[CN_VEC];
+            cn_unpack(x.r[k], fx);
+            cn_unpack(dy.r[k], fd);
+#pragma unroll
+            for (int e = 0; e < CN_VEC; e++)
+                fx[e] = rw * (fd[e] - ka - (fx[e] - mean) * kb);
+            cp_store(&p, dx, k, fx);
+        }
+}
