@@ -28,8 +28,8 @@
  * the problems it leaves alone, and off by default.  And the plane path
  * (frost__cnorm_choose_plane): a block per NCHW plane for InstanceNorm and one-channel
  * groups, its threads and units a thread, the problems it leaves to the cluster path (other
- * groups, BatchNorm, NHWC, no 16-byte units, planes under 64 or past 2048 units, under two
- * waves of planes, a forced cluster) and its switches.
+ * groups, BatchNorm, NHWC, no 16-byte units, planes under 64 or past 2048 units, under a
+ * wave of planes, a forced cluster) and its switches.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -385,7 +385,8 @@ static const cluster_case plane_cases[] = {
     {"in bwd 32x512x64x64 bf16: 128 threads of 4 units", IN, 0, 2, 32, 512, 4096, 0, 2, NULL, 128, 4},
     {"in fwd 32x512x64x64 bf16", IN, 0, 1, 32, 512, 4096, 0, 2, NULL, 128, 4},
     {"in fwd 128x256x32x32 bf16: a warp a plane", IN, 0, 1, 128, 256, 1024, 0, 2, NULL, 32, 4},
-    {"in bwd 16x256x128x128 bf16: 512 threads", IN, 0, 2, 16, 256, 16384, 0, 2, NULL, 512, 4},
+    {"in bwd 16x256x128x128 bf16: 256 threads of 8 units", IN, 0, 2, 16, 256, 16384, 0, 2, NULL, 256, 8},
+    {"in 8x1024x32x64 bf16: under a wave at 16 blocks an SM, one at 8", IN, 0, 2, 8, 1024, 2048, 0, 2, NULL, 64, 4},
     {"in f32 4096 pixels: 256 threads", IN, 0, 2, 32, 512, 4096, 0, 4, NULL, 256, 4},
     {"gn groups = C", GN, 0, 2, 32, 512, 4096, 512, 2, NULL, 128, 4},
     {"gn 32 groups: not this path", GN, 0, 2, 32, 512, 4096, 32, 2, NULL, 0, 0},
@@ -393,9 +394,12 @@ static const cluster_case plane_cases[] = {
     {"nhwc: not this path", IN, 1, 2, 32, 512, 4096, 0, 2, NULL, 0, 0},
     {"odd pixels (no 16-byte units): not this path", IN, 0, 2, 32, 512, 4095, 0, 2, NULL, 0, 0},
     {"planes under 64 units: not this path", IN, 0, 2, 512, 512, 256, 0, 2, NULL, 0, 0},
-    {"planes past 512 x 4 units: not this path", IN, 0, 2, 16, 256, 16392, 0, 2, NULL, 0, 0},
-    {"under two waves of planes: the cluster path's", IN, 0, 2, 8, 512, 4096, 0, 2, NULL, 0, 0},
-    {"FROST_CNORM_PLANE=1 takes it under two waves", IN, 0, 2, 8, 512, 4096, 0, 2, "FROST_CNORM_PLANE=1", 128, 4},
+    {"planes past 256 x 8 units: not this path", IN, 0, 2, 16, 256, 16392, 0, 2, NULL, 0, 0},
+    {"FROST_CNORM_PLANE=1 takes them: 288 threads", IN, 0, 2, 16, 256, 16392, 0, 2, "FROST_CNORM_PLANE=1", 288, 8},
+    {"under a wave of planes: the cluster path's", IN, 0, 2, 1, 512, 4096, 0, 2, NULL, 0, 0},
+    {"FROST_CNORM_PLANE=1 takes it under a wave", IN, 0, 2, 1, 512, 4096, 0, 2, "FROST_CNORM_PLANE=1", 128, 4},
+    {"FROST_CNORM_PLANE_UNITS=1: 512 threads, past the rule's", IN, 0, 2, 32, 512, 4096, 0, 2,
+     "FROST_CNORM_PLANE_UNITS=1", 0, 0},
     {"FROST_CNORM_PLANE=0 turns it off", IN, 0, 2, 32, 512, 4096, 0, 2, "FROST_CNORM_PLANE=0", 0, 0},
     {"a forced cluster wins over the rule", IN, 0, 2, 32, 512, 4096, 0, 2, "FROST_CNORM_CLUSTER=2", 0, 0},
     {"FROST_CNORM_PLANE_UNITS=8: 64 threads", IN, 0, 2, 32, 512, 4096, 0, 2, "FROST_CNORM_PLANE_UNITS=8", 64, 8},
@@ -422,7 +426,7 @@ static void run_plane_case(int index, const cluster_case *c)
         tu_failf("%lld threads of %lld units, expected %lld of %lld", (long long)geo.plane,
                  (long long)geo.plane_units, (long long)c->cw, (long long)c->k);
     const int64_t units = c->hw * c->esize / 16;
-    if (geo.plane % 32 != 0 || geo.plane > CNP_MAX_THREADS || geo.plane * geo.plane_units < units ||
+    if (geo.plane % 32 != 0 || geo.plane > CNP_MAX_THREADS || (!c->env && geo.plane > CNP_RULE_THREADS) || geo.plane * geo.plane_units < units ||
         (geo.plane - 32) * geo.plane_units >= units)
         tu_failf("%lld threads of %lld units for a plane of %lld units", (long long)geo.plane,
                  (long long)geo.plane_units, (long long)units);

@@ -208,11 +208,13 @@ static const ccase table[] = {
     {"in bf16 nchw plane inv_std saved no params", IN, BF16, 3, 8, 16, 32, 0, 0, 0, 0, 0, 0, 0, 0, 1, 3, 0, 2.0, 0, 1,
      0, 0, 0, 1},
     {"in bf16 nchw plane misaligned", IN, BF16, 2, 12, 32, 32, 0, 0, 0, 2, 2, 0, 0, 0, 1, 1, 1, 0.0, 0, 1, 0, 0, 0, 1},
-    {"in f16 nchw plane 8 units", IN, F16, 2, 16, 64, 128, 0, 0, 0, 2, 1, 0, 0, 0, 1, 1, 0, 0.5, 0, 0, 0, 0, 0, 1},
+    {"in f16 nchw plane 8 units", IN, F16, 2, 16, 32, 128, 0, 0, 0, 2, 1, 0, 0, 0, 1, 1, 0, 0.5, 0, 0, 0, 0, 0, 1},
     {"in bf16 nchw plane over FROST_CNORM_CLUSTER=2", IN, BF16, 2, 16, 32, 32, 0, 0, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.0, 0, 0,
      0, 2, 0, 1},
-    {"in bf16 nchw plane off", IN, BF16, 33, 128, 64, 64, 0, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.5, 0, 0, 0, 0, 0, -1},
-    {"in bf16 nchw plane by choice", IN, BF16, 33, 128, 64, 64, 0, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.5, 0, 0, 0, 0, 0,
+    {"in bf16 nchw plane off", IN, BF16, 9, 128, 64, 64, 0, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.5, 0, 0, 0, 0, 0, -1},
+    {"in bf16 nchw wide plane by choice", IN, BF16, 4, 136, 128, 128, 0, 0, 0, 1, 2, 1, 0, 0, 1, 0, 0, 1.0, 0, 0, 0, 0,
+     0, 0},
+    {"in bf16 nchw plane by choice", IN, BF16, 9, 128, 64, 64, 0, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0, 0.5, 0, 0, 0, 0, 0,
      0},
 };
 #undef F32
@@ -360,21 +362,24 @@ static frost_graph *make_graph(run *r, frost_context *ctx, int backward)
 
 /* The plane path (chan_norm_plane.cu) is taken exactly where it may be and the case asks
  * for it: NCHW InstanceNorm or GroupNorm with one channel a group, 16-byte units of pixels
- * (and n strides), planes of 64 to 512 x 4 (or 8) units; forced by the case, or by the
- * rule for "by choice" (two waves of planes: this case is sized for a GPU of <= 132 SMs);
- * never when the case turns it off. */
+ * (and n strides), planes of 64 units or more, 4 units a thread (8 past 1024 units, or
+ * with "8 units"), at most 512 threads; forced by the case, or by the rule for "by choice"
+ * (at most 256 threads, a wave of planes at 1024 threads an SM); never when the case turns
+ * it off. */
 static void check_plane(const ccase *c, const frost__device *dev, int planar, const char *explain)
 {
     const int64_t esize = c->dtype == FROST_F32 ? 4 : 2, vec = 16 / esize, units = c->h * c->w / vec;
-    const int per = strstr(c->name, "8 units") ? 8 : 4;
+    const int64_t per = strstr(c->name, "8 units") || units > 1024 ? 8 : 4;
+    const int64_t threads = ((units + per - 1) / per + 31) / 32 * 32, per_sm = threads > 1024 ? 1 : 1024 / threads;
     const int fits = c->n > 0 && !c->nhwc && c->kind != BN && (c->kind == IN || c->groups == c->c) &&
                      (c->h * c->w) % vec == 0 && (c->n <= 1 || c->n_gap % vec == 0) && units >= 64 &&
-                     units <= 512 * per;
-    const int want = c->plane > 0 || (strstr(c->name, "by choice") && dev->sm_count <= 132);
+                     threads <= 512;
+    const int want = c->plane > 0 || (strstr(c->name, "by choice") && threads <= 256 &&
+                                      c->n * c->c >= dev->sm_count * per_sm);
     if (planar ? !fits || c->plane < 0 : fits && want)
         tu_failf("plane path %s for this case:\n%s", planar ? "taken" : "not taken", explain);
-    if (planar && strstr(c->name, "8 units") && !strstr(explain, "PLANE_UNITS=8"))
-        tu_failf("the plane path does not hold 8 units a thread:\n%s", explain);
+    if (planar && !strstr(explain, per == 8 ? "PLANE_UNITS=8" : "PLANE_UNITS=4"))
+        tu_failf("the plane path does not hold %d units a thread:\n%s", (int)per, explain);
 }
 
 /* Builds and runs g on the GPU `repeat` times (gpu_util: inputs copied whole, outputs

@@ -37,8 +37,8 @@
  *
  * The plane path (chan_norm_plane.cu): NCHW InstanceNorm, and GroupNorm with one channel a
  * group, on 16-byte units, when a plane (HW pixels) fits a block's registers and the N x C
- * planes fill at least two waves (frost__cnorm_choose_plane): a block per plane, taken
- * before the cluster path.  FROST_CNORM_PLANE=0 turns it off.
+ * planes fill a wave (frost__cnorm_choose_plane): a block per plane, taken before the
+ * cluster path.  FROST_CNORM_PLANE=0 turns it off.
  *
  * The stream path (chan_norm_stream.cu): BatchNorm training forward, and backward with both
  * saved statistics, on NHWC 16-byte units: by default two launches of one grid, the
@@ -56,7 +56,7 @@
  * NCHW tiles that hold part of their rows, CLUSTER = 8 with HELD (18 keys), the
  * stream path three per dtype and direction (the combined kernel,
  * the statistics and the output entry points with STREAM_BLOCKS = 2: 18), the plane path
- * GroupNorm and InstanceNorm NCHW with PLANE_UNITS = CNP_UNITS (12); all listed by
+ * GroupNorm and InstanceNorm NCHW with PLANE_UNITS = CNP_UNITS or CNP_UNITS_WIDE (24); all listed by
  * frost__cnorm_cuda_keys.
  */
 #include <stdint.h>
@@ -733,14 +733,17 @@ int frost__cnorm_cuda_keys(frost__kernel_key *keys, int cap)
                             fill_key(&keys[count], backward, ENTRY_MAIN, dtypes[d], kind, nhwc, 1, cluster, 0);
                         count++;
                     }
-    /* the plane path: GroupNorm (one channel a group) and InstanceNorm, NCHW, CNP_UNITS a thread */
+    /* the plane path: GroupNorm (one channel a group) and InstanceNorm, NCHW, CNP_UNITS or
+     * CNP_UNITS_WIDE a thread */
     for (int backward = 0; backward < 2; backward++)
         for (size_t d = 0; d < FROST__ARRAY_SIZE(dtypes); d++)
-            for (int kind = 0; kind < 2; kind++) {
-                if (count < cap)
-                    fill_key(&keys[count], backward, ENTRY_MAIN, dtypes[d], kind, 0, CNP_UNITS, PATH_PLANE, 0);
-                count++;
-            }
+            for (int kind = 0; kind < 2; kind++)
+                for (int wide = 0; wide < 2; wide++) {
+                    if (count < cap)
+                        fill_key(&keys[count], backward, ENTRY_MAIN, dtypes[d], kind, 0,
+                                 wide ? CNP_UNITS_WIDE : CNP_UNITS, PATH_PLANE, 0);
+                    count++;
+                }
     /* its NCHW tiles that hold part of their rows, always CNC_MAX_CLUSTER a segment */
     for (int backward = 0; backward < 2; backward++)
         for (size_t d = 0; d < FROST__ARRAY_SIZE(dtypes); d++)

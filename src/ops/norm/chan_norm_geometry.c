@@ -465,30 +465,36 @@ int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cn
 }
 
 /* The plane path: NCHW InstanceNorm, or GroupNorm with one channel a group, on 16-byte
- * units, planes of CNP_MIN_UNITS to CNP_MAX_THREADS x CNP_UNITS units (bf16: 512 to 16384
- * pixels), and at least two waves of planes at the blocks an SM the threads allow (fewer,
- * larger planes are the cluster path's: it cuts a plane over several blocks).  The threads:
- * the plane's units over CNP_UNITS, rounded up to a warp.  Developer switches:
- * FROST_CNORM_PLANE=0 turns the path off, =1 takes it wherever the planes fit (else the
- * rule, which yields to a forced FROST_CNORM_CLUSTER); FROST_CNORM_PLANE_UNITS (1, 2, 4 or
- * 8) sets the units a thread holds. */
+ * units, planes of CNP_MIN_UNITS to CNP_RULE_THREADS x CNP_UNITS_WIDE units (bf16: 512 to
+ * 16384 pixels), and at least one wave of planes at half the SM's threads (fewer, larger
+ * planes are the cluster path's: it cuts a plane over several blocks).  A thread holds
+ * CNP_UNITS units, or CNP_UNITS_WIDE past CNP_RULE_THREADS x CNP_UNITS; the threads are the
+ * plane's units over that, rounded up to a warp.  Measured on the H100 (2026-12-06,
+ * docs/PERF.md): 4 units a thread ran InstanceNorm 32x512x64x64 and 128x256x32x32 1.04-1.08x
+ * the cluster path, 8 units 16x256x128x128's backward 1.03x (4 units: 0.99x), and
+ * 8x1024x32x64 (0.97 waves of 128-thread blocks at 16 an SM) 1.07-1.21x.  Developer
+ * switches: FROST_CNORM_PLANE=0 turns the path off, =1 takes it wherever the planes fit
+ * (else the rule, which yields to a forced FROST_CNORM_CLUSTER); FROST_CNORM_PLANE_UNITS (1,
+ * 2, 4 or 8) sets the units a thread holds. */
 int frost__cnorm_choose_plane(const cnorm_shape *s, const cnorm_device *dev, cnorm_geometry *out)
 {
     const char *env = getenv("FROST_CNORM_PLANE");
     int64_t per = env_int("FROST_CNORM_PLANE_UNITS", 1, 8);
-    if ((per & (per - 1)) != 0 || per == 0)
-        per = CNP_UNITS;
+    if ((per & (per - 1)) != 0)
+        per = 0;
     if ((env && env[0] == '0' && !env[1]) || s->nhwc || !s->vec_layout || s->cg != 1 ||
         s->kind == FROST__CNORM_BATCH || s->n * s->c == 0 || s->n * s->c > INT32_MAX)
         return 0;
     const int64_t units = s->hw * s->esize / 16;
-    if (units < CNP_MIN_UNITS || units > CNP_MAX_THREADS * per)
-        return 0;
+    if (!per)
+        per = units <= CNP_RULE_THREADS * CNP_UNITS ? CNP_UNITS : CNP_UNITS_WIDE;
     const int64_t threads = frost__cnorm_align_up(frost__cnorm_ceil_div(units, per), 32);
-    int64_t per_sm = 2048 / threads;
-    per_sm = per_sm > 32 ? 32 : per_sm;
+    if (units < CNP_MIN_UNITS || threads > CNP_MAX_THREADS)
+        return 0;
     const int forced = env && env[0] == '1' && !env[1];
-    if (!forced && (s->n * s->c < 2 * dev->sms * per_sm || env_int("FROST_CNORM_CLUSTER", 1, CNC_MAX_CLUSTER)))
+    const int64_t per_sm = 1024 / threads < 1 ? 1 : 1024 / threads;
+    if (!forced && (threads > CNP_RULE_THREADS || s->n * s->c < dev->sms * per_sm ||
+                    env_int("FROST_CNORM_CLUSTER", 1, CNC_MAX_CLUSTER)))
         return 0;
     memset(out, 0, sizeof *out);
     out->cw = 1;

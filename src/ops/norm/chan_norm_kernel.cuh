@@ -132,11 +132,14 @@
      4ull * (4ull * (uint64_t)(cw) + 8ull * (uint64_t)(sets) + 2ull * (uint64_t)(cw) * (uint64_t)CNC_PHASES(units)))
 
 /* The plane path (chan_norm_plane.cu: InstanceNorm / GroupNorm with one channel a group,
- * NCHW, 16-byte units): a block per (n, c) plane, at most CNP_MAX_THREADS threads holding
- * CNP_UNITS 16-byte units each of x (and dy) in registers; planes of CNP_MIN_UNITS units or
- * more. */
+ * NCHW, 16-byte units): a block per (n, c) plane, at most CNP_MAX_THREADS threads (the
+ * tiling's own choice at most CNP_RULE_THREADS) holding CNP_UNITS, or for planes past
+ * CNP_RULE_THREADS x CNP_UNITS units CNP_UNITS_WIDE, 16-byte units each of x (and dy) in
+ * registers; planes of CNP_MIN_UNITS units or more (chan_norm_geometry.c). */
 #define CNP_MAX_THREADS 512
+#define CNP_RULE_THREADS 256
 #define CNP_UNITS 4
+#define CNP_UNITS_WIDE 8
 #define CNP_MIN_UNITS 64
 
 /* The stream path (chan_norm_stream.cu: BatchNorm training forward and backward with saved
