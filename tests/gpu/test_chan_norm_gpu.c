@@ -370,7 +370,8 @@ static void check_plane(const ccase *c, const frost__device *dev, int planar, co
 {
     const int64_t esize = c->dtype == FROST_F32 ? 4 : 2, vec = 16 / esize, units = c->h * c->w / vec;
     const int64_t per = strstr(c->name, "8 units") || units > 1024 ? 8 : 4;
-    const int64_t threads = ((units + per - 1) / per + 31) / 32 * 32, per_sm = threads > 1024 ? 1 : 1024 / threads;
+    const int64_t threads = ((units + per - 1) / per + 31) / 32 * 32;
+    const int64_t per_sm = threads == 0 || threads > 1024 ? 1 : 1024 / threads;
     const int fits = c->n > 0 && !c->nhwc && c->kind != BN && (c->kind == IN || c->groups == c->c) &&
                      (c->h * c->w) % vec == 0 && (c->n <= 1 || c->n_gap % vec == 0) && units >= 64 &&
                      threads <= 512;
