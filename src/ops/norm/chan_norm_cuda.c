@@ -186,8 +186,14 @@ static void fill_key(frost__kernel_key *k, int backward, int entry, frost_dtype 
     frost__key_define(k, dtype == FROST_F32 ? "DTYPE_F32" : dtype == FROST_F16 ? "DTYPE_F16" : "DTYPE_BF16", NULL);
     frost__key_define(k, kind_define[kind], NULL);
     frost__key_define(k, nhwc ? "LAYOUT_NHWC" : "LAYOUT_NCHW", NULL);
-    if (planar)
+    if (planar) {
         frost__key_define(k, "PLANE_UNITS", "%d", (int)blocks);
+        /* FROST_CNORM_PLANE_MINB = 2..4 (developer tuning): registers for that many blocks of
+         * CNP_MAX_THREADS threads an SM */
+        const char *minb = getenv("FROST_CNORM_PLANE_MINB");
+        if (minb && minb[0] >= '2' && minb[0] <= '4' && !minb[1])
+            frost__key_define(k, "MINB", "%c", minb[0]);
+    }
     else if (clustered) {
         frost__key_define(k, "CLUSTER", "%d", (int)cluster);
         if (held) /* NCHW tiles that hold part of their rows (the kernel's other rows are read twice) */

@@ -40,6 +40,14 @@
 #error "the plane path is InstanceNorm / GroupNorm on NCHW tensors, with PLANE_UNITS defined"
 #endif
 
+/* Registers: the launch bound of CNP_MAX_THREADS threads, or with the key define MINB
+ * (FROST_CNORM_PLANE_MINB, a developer switch) of MINB such blocks an SM. */
+#if defined(MINB)
+#define CNP_BOUNDS __launch_bounds__(CNP_MAX_THREADS, MINB)
+#else
+#define CNP_BOUNDS __launch_bounds__(CNP_MAX_THREADS)
+#endif
+
 /* A plane's units in a thread's registers: packed 16-byte words, and which exist. */
 typedef struct cp_regs {
     uint32_t r[PLANE_UNITS][4];
@@ -136,7 +144,7 @@ FROST_DEVICE void cp_plane(const cnorm_params *p, int *n, int *c)
     *c = (int)blockIdx.x - *n * p->c;
 }
 
-extern "C" __global__ void __launch_bounds__(CNP_MAX_THREADS) cnorm_plane_fwd_kernel(const __grid_constant__ cnorm_params p)
+extern "C" __global__ void CNP_BOUNDS cnorm_plane_fwd_kernel(const __grid_constant__ cnorm_params p)
 {
     __shared__ float2 red[CNP_MAX_THREADS / 32];
     int n, c;
@@ -164,7 +172,7 @@ extern "C" __global__ void __launch_bounds__(CNP_MAX_THREADS) cnorm_plane_fwd_ke
         }
 }
 
-extern "C" __global__ void __launch_bounds__(CNP_MAX_THREADS) cnorm_plane_bwd_kernel(const __grid_constant__ cnorm_params p)
+extern "C" __global__ void CNP_BOUNDS cnorm_plane_bwd_kernel(const __grid_constant__ cnorm_params p)
 {
     __shared__ float2 red[CNP_MAX_THREADS / 32];
     int n, c;
