@@ -430,6 +430,8 @@ static void run_plane_case(int index, const cluster_case *c)
         (geo.plane - 32) * geo.plane_units >= units)
         tu_failf("%lld threads of %lld units for a plane of %lld units", (long long)geo.plane,
                  (long long)geo.plane_units, (long long)units);
+    if (geo.plane_per_block != (geo.plane == 32 ? CNP_WARP_PLANES : 1))
+        tu_failf("%lld planes a block of %lld-thread planes", (long long)geo.plane_per_block, (long long)geo.plane);
     if (geo.k_tiles != 1 || geo.num_tiles != c->n * c->c || geo.num_segments != c->n * c->c || geo.sets != 1 ||
         geo.cw != 1 || geo.rows != c->hw || !geo.resident || geo.cluster || geo.stream || geo.smem)
         tu_failf("not a block a plane: %lld tiles of %lld rows, %lld a segment", (long long)geo.num_tiles,

@@ -207,6 +207,8 @@ static const ccase table[] = {
      0, 0, 1},
     {"in bf16 nchw plane inv_std saved no params", IN, BF16, 3, 8, 16, 32, 0, 0, 0, 0, 0, 0, 0, 0, 1, 3, 0, 2.0, 0, 1,
      0, 0, 0, 1},
+    {"in f32 nchw plane one warp a plane, a partial last block", IN, F32, 3, 7, 16, 16, 0, 0, 4, 2, 1, 0, 0, 0, 1, 1,
+     0, 0.5, 0, 1, 0, 0, 0, 1},
     {"in bf16 nchw plane misaligned", IN, BF16, 2, 12, 32, 32, 0, 0, 0, 2, 2, 0, 0, 0, 1, 1, 1, 0.0, 0, 1, 0, 0, 0, 1},
     {"in f16 nchw plane 8 units", IN, F16, 2, 16, 32, 128, 0, 0, 0, 2, 1, 0, 0, 0, 1, 1, 0, 0.5, 0, 0, 0, 0, 0, 1},
     {"in bf16 nchw plane over FROST_CNORM_CLUSTER=2", IN, BF16, 2, 16, 32, 32, 0, 0, 0, 2, 2, 0, 0, 0, 1, 0, 0, 0.0, 0, 0,

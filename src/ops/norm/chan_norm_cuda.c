@@ -256,6 +256,7 @@ static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
     k->ramp_cycles = (int32_t)geo->ramp_cycles;
     k->ramp_classes = (int32_t)geo->ramp_classes;
     k->first_wave = (int32_t)(geo->first_wave < INT32_MAX ? geo->first_wave : INT32_MAX);
+    k->plane_threads = (int32_t)geo->plane;
     k->pitch = (int32_t)(!pl->nhwc                    ? (geo->held ? geo->held : geo->rows)
                          : geo->cluster || geo->stream ? geo->cw
                                                        : CNORM_PITCH_NHWC(geo->cw));
@@ -475,11 +476,12 @@ static frost_status cnorm_build(const frost_context *ctx, const frost__node *n, 
                                                "allows %zu", pl->geo.smem, pl->keys[e].entry,
                                pl->kernels[e]->dyn_smem_set);
     }
-    if (pl->geo.plane) { /* a block a plane */
-        if (blocks_fit(dev, k, (int)pl->geo.plane, 0) < 1)
+    if (pl->geo.plane) { /* plane_per_block planes a block */
+        const int64_t threads = pl->geo.plane * pl->geo.plane_per_block;
+        if (blocks_fit(dev, k, (int)threads, 0) < 1)
             return frost__fail(FROST_INTERNAL, "cuda channel norm plane kernel: %d registers leave no room for a block "
-                                               "of %lld threads", k->attrs.registers, (long long)pl->geo.plane);
-        pl->grid_main = (unsigned)pl->geo.num_tiles;
+                                               "of %lld threads", k->attrs.registers, (long long)threads);
+        pl->grid_main = (unsigned)frost__cnorm_ceil_div(pl->geo.num_tiles, pl->geo.plane_per_block);
         return FROST_OK;
     }
     if (pl->geo.cluster) { /* one block per tile; the hardware places whole clusters */
@@ -573,7 +575,9 @@ static frost_status cnorm_execute(const frost_context *ctx, const frost__node *n
     /* a statistics pass, the finalize kernel's merge, then the output pass: the fallback and the
      * stream path's two-launch form (which merges in its first launch under FROST_CNORM_STREAM_MERGE=0) */
     const int two_passes = pl->use[ENTRY_FINALIZE] || pl->geo.stream == 2;
-    const int threads = pl->geo.plane ? (int)pl->geo.plane : pl->geo.cluster || pl->geo.stream ? CNC_THREADS : CNORM_THREADS;
+    const int threads = pl->geo.plane                        ? (int)(pl->geo.plane * pl->geo.plane_per_block)
+                        : pl->geo.cluster || pl->geo.stream ? CNC_THREADS
+                                                             : CNORM_THREADS;
     if (s == FROST_OK && pl->use[ENTRY_MAIN]) {
         k.mode = two_passes                   ? CNORM_MODE_STATS
                  : (k.flags & CNORM_F_RUNNING) ? CNORM_MODE_APPLY
@@ -603,11 +607,12 @@ static void cnorm_describe(const void *plan, frost__buf *out)
     }
     frost__key_print(&pl->keys[ENTRY_MAIN], out);
     if (geo->plane) {
-        frost__buf_printf(out, "; NCHW, a block of %lld threads per (n, c) plane of %lld pixels (%lld blocks), each "
-                               "thread holding %lld 16-byte units of x%s in registers; x%s read from HBM once, the "
-                               "plane's sums reduced in the block in a fixed order (deterministic)",
-                          (long long)geo->plane, (long long)geo->rows, (long long)geo->num_tiles,
-                          (long long)geo->plane_units, pl->backward ? " and dY" : "", pl->backward ? " and dY" : "");
+        frost__buf_printf(out, "; NCHW, %lld threads per (n, c) plane of %lld pixels, %lld plane%s a block (%u "
+                               "blocks), each thread holding %lld 16-byte units of x%s in registers; x%s read from "
+                               "HBM once, the plane's sums reduced in a fixed order (deterministic)",
+                          (long long)geo->plane, (long long)geo->rows, (long long)geo->plane_per_block,
+                          geo->plane_per_block == 1 ? "" : "s", pl->grid_main, (long long)geo->plane_units,
+                          pl->backward ? " and dY" : "", pl->backward ? " and dY" : "");
         if (pl->use[ENTRY_DPARAMS])
             frost__buf_printf(out, "; d_scale / d_bias summed per channel by %s in fixed order",
                               pl->keys[ENTRY_DPARAMS].entry);

@@ -42,6 +42,7 @@ typedef struct cnorm_geometry {
                           others are read twice, the second time mostly from L2); else 0 */
     int64_t plane;       /* > 0: the plane path (chan_norm_plane.cu), its threads per block, a block a plane */
     int64_t plane_units; /* ... and the 16-byte units a thread holds (the key's PLANE_UNITS) */
+    int64_t plane_per_block; /* ... and the planes a block holds: CNP_WARP_PLANES for one-warp planes, else 1 */
     size_t smem;
 } cnorm_geometry;
 

@@ -469,7 +469,8 @@ int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cn
  * 16384 pixels), and at least one wave of planes at half the SM's threads (fewer, larger
  * planes are the cluster path's: it cuts a plane over several blocks).  A thread holds
  * CNP_UNITS units, or CNP_UNITS_WIDE past CNP_RULE_THREADS x CNP_UNITS; the threads are the
- * plane's units over that, rounded up to a warp.  Measured on the H100 (2026-12-06,
+ * plane's units over that, rounded up to a warp; planes of one warp go CNP_WARP_PLANES to a
+ * block (a block of 32 threads would leave the SM's 32-block limit holding 1024 threads).  Measured on the H100 (2026-12-06,
  * docs/PERF.md): 4 units a thread ran InstanceNorm 32x512x64x64 and 128x256x32x32 1.04-1.08x
  * the cluster path, 8 units 16x256x128x128's backward 1.03x (4 units: 0.99x), and
  * 8x1024x32x64 (0.97 waves of 128-thread blocks at 16 an SM) 1.07-1.21x.  Developer
@@ -510,5 +511,6 @@ int frost__cnorm_choose_plane(const cnorm_shape *s, const cnorm_device *dev, cno
     out->resident = 1;
     out->plane = threads;
     out->plane_units = per;
+    out->plane_per_block = threads == 32 ? CNP_WARP_PLANES : 1;
     return 1;
 }

@@ -141,6 +141,7 @@
 #define CNP_UNITS 4
 #define CNP_UNITS_WIDE 8
 #define CNP_MIN_UNITS 64
+#define CNP_WARP_PLANES 4 /* planes of one warp: this many a block */
 
 /* The stream path (chan_norm_stream.cu: BatchNorm training forward and backward with saved
  * statistics, NHWC, 16-byte units): CNC_THREADS-thread blocks, CNS_MIN_BLOCKS per SM (all
@@ -204,11 +205,12 @@ typedef struct cnorm_params {
     int32_t ramp_cycles;  /* cluster path: the first wave's clusters start over this many SM cycles, in */
     int32_t ramp_classes; /* ramp_classes evenly spaced classes (chan_norm_cluster.cu, cc_ramp); 0: at once */
     int32_t first_wave;   /* cluster path: the tiles of the first wave (SMs x resident blocks) */
+    int32_t plane_threads; /* plane path: threads per plane (a block holds blockDim / plane_threads planes) */
     float eps, momentum;
     float inv_m;          /* 1 / elements per set */
     float unbias;         /* M / (M - 1) (BatchNorm running variance) */
 } cnorm_params;
-#define CNORM_PARAMS_BYTES 352
+#define CNORM_PARAMS_BYTES 360
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 

@@ -3,13 +3,14 @@
  * backward on NCHW tensors whose planes fit a block's registers: one block per (n, c)
  * plane of HW contiguous pixels, no shared-memory tile, no cluster.
  *
- * Thread t of a block of T threads holds the 16-byte units t, t + T, ..., t + (PLANE_UNITS
+ * Thread t of a plane's T threads holds the 16-byte units t, t + T, ..., t + (PLANE_UNITS
  * - 1) T of the plane (of x, and of dy for the backward), loaded together at the top, so a
- * block's loads are all in flight at once and neighbouring lanes read neighbouring units.
+ * plane's loads are all in flight at once and neighbouring lanes read neighbouring units.
  * The host picks T = the plane's units / PLANE_UNITS rounded up to a warp (at most
- * CNP_MAX_THREADS); units past the plane's end are masked.  A block reduces in a fixed
+ * CNP_MAX_THREADS, params.plane_threads); units past the plane's end are masked.  A block
+ * holds one plane, or CNP_WARP_PLANES planes of one warp each.  A plane reduces in a fixed
  * order (warp butterflies, then every thread adds the warps' sums in warp order), so each
- * thread holds the same, bitwise repeatable, statistics.
+ * of its threads holds the same, bitwise repeatable, statistics.
  *
  * Forward: mean = sum x / M, then var = sum (x - mean)^2 / M over the registers (two exact
  * passes, no cancellation), y = x (r w) + (b - mean r w); saved mean / inv_std written by
@@ -53,9 +54,16 @@ typedef struct cp_regs {
     uint32_t r[PLANE_UNITS][4];
 } cp_regs;
 
-FROST_DEVICE bool cp_valid(int k, int units)
+/* The thread's place in its plane: params.plane_threads threads a plane, a block of
+ * blockDim / plane_threads planes (several only when a plane is one warp). */
+FROST_DEVICE int cp_lane(const cnorm_params *p)
 {
-    return (int)threadIdx.x + k * (int)blockDim.x < units;
+    return (int)threadIdx.x % p->plane_threads;
+}
+
+FROST_DEVICE bool cp_valid(const cnorm_params *p, int k, int units)
+{
+    return cp_lane(p) + k * p->plane_threads < units;
 }
 
 /* Loads the thread's units of the plane at base (zeros past its end). */
@@ -63,7 +71,7 @@ FROST_DEVICE void cp_load(const cnorm_params *p, const frost_io *base, int units
 {
 #pragma unroll
     for (int k = 0; k < PLANE_UNITS; k++) {
-        const int u = (int)threadIdx.x + k * (int)blockDim.x;
+        const int u = cp_lane(p) + k * p->plane_threads;
         if (u >= units) {
             v->r[k][0] = v->r[k][1] = v->r[k][2] = v->r[k][3] = 0u;
         } else if (p->vec_ok) {
@@ -81,7 +89,7 @@ FROST_DEVICE void cp_load(const cnorm_params *p, const frost_io *base, int units
 /* Stores unit k of the thread (f: its CN_VEC values) at base. */
 FROST_DEVICE void cp_store(const cnorm_params *p, frost_io *base, int k, const float *f)
 {
-    const int64_t at = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * CN_VEC;
+    const int64_t at = ((int64_t)cp_lane(p) + (int64_t)k * p->plane_threads) * CN_VEC;
     if (p->vec_ok) {
         uint32_t r[4];
         cn_pack(r, f);
@@ -93,11 +101,14 @@ FROST_DEVICE void cp_store(const cnorm_params *p, frost_io *base, int k, const f
     }
 }
 
-/* Sums of a and b over the block, the same bits in every thread (fixed order). */
-FROST_DEVICE float2 cp_block_sum2(float a, float b, float2 *red)
+/* Sums of a and b over the plane's threads, the same bits in every one (fixed order): a
+ * warp's butterfly, then for planes of several warps the warps' sums in warp order. */
+FROST_DEVICE float2 cp_block_sum2(const cnorm_params *p, float a, float b, float2 *red)
 {
     a = frost_warp_sum(a);
     b = frost_warp_sum(b);
+    if (p->plane_threads == 32)
+        return make_float2(a, b);
     const int warps = (int)blockDim.x / 32;
     if ((threadIdx.x & 31) == 0)
         red[threadIdx.x / 32] = make_float2(a, b);
@@ -123,38 +134,42 @@ FROST_DEVICE float2 cp_mean_m2(const cnorm_params *p, const cp_regs *x, int unit
         for (int e = 0; e < CN_VEC; e++)
             s += f[e];
     }
-    const float mean = cp_block_sum2(s, 0.0f, red).x * p->inv_m;
+    const float mean = cp_block_sum2(p, s, 0.0f, red).x * p->inv_m;
     float q = 0.0f;
 #pragma unroll
     for (int k = 0; k < PLANE_UNITS; k++)
-        if (cp_valid(k, units)) {
+        if (cp_valid(p, k, units)) {
             float f[CN_VEC];
             cn_unpack(x->r[k], f);
 #pragma unroll
             for (int e = 0; e < CN_VEC; e++)
                 q = fmaf(f[e] - mean, f[e] - mean, q);
         }
-    return make_float2(mean, cp_block_sum2(q, 0.0f, red).x);
+    return make_float2(mean, cp_block_sum2(p, q, 0.0f, red).x);
 }
 
-/* The plane of block b: sample and channel. */
-FROST_DEVICE void cp_plane(const cnorm_params *p, int *n, int *c)
+/* The thread's plane: sample and channel; false past the last plane (only in a block of
+ * one-warp planes, whose threads never meet at a barrier). */
+FROST_DEVICE bool cp_plane(const cnorm_params *p, int *n, int *c)
 {
-    *n = (int)(blockIdx.x / (unsigned)p->c);
-    *c = (int)blockIdx.x - *n * p->c;
+    const int64_t plane = (int64_t)blockIdx.x * (blockDim.x / p->plane_threads) + threadIdx.x / p->plane_threads;
+    *n = (int)(plane / p->c);
+    *c = (int)(plane - (int64_t)*n * p->c);
+    return plane < (int64_t)p->n * p->c;
 }
 
 extern "C" __global__ void CNP_BOUNDS cnorm_plane_fwd_kernel(const __grid_constant__ cnorm_params p)
 {
     __shared__ float2 red[CNP_MAX_THREADS / 32];
     int n, c;
-    cp_plane(&p, &n, &c);
+    if (!cp_plane(&p, &n, &c))
+        return;
     const int units = p.hw / CN_VEC;
     cp_regs x;
     cp_load(&p, (const frost_io *)p.x + (int64_t)n * p.x_sn + (int64_t)c * p.hw, units, &x);
     const float2 st = cp_mean_m2(&p, &x, units, red);
     const float var = st.y * p.inv_m, rstd = rsqrtf(var + p.eps);
-    if (threadIdx.x == 0)
+    if (cp_lane(&p) == 0)
         fwd_set_outputs(&p, n, c, 0, st.x, var, rstd, NULL);
     const float a = rstd * cn_weight(&p, c);
     const float b = (p.bias_dt != FROST_DT_NONE ? cn_param(p.bias, (int64_t)c * p.bias_sc, p.bias_dt) : 0.0f) -
@@ -162,7 +177,7 @@ extern "C" __global__ void CNP_BOUNDS cnorm_plane_fwd_kernel(const __grid_consta
     frost_io *y = (frost_io *)p.out + (int64_t)n * p.out_sn + (int64_t)c * p.hw;
 #pragma unroll
     for (int k = 0; k < PLANE_UNITS; k++)
-        if (cp_valid(k, units)) {
+        if (cp_valid(&p, k, units)) {
             float f[CN_VEC];
             cn_unpack(x.r[k], f);
 #pragma unroll
@@ -176,7 +191,8 @@ extern "C" __global__ void CNP_BOUNDS cnorm_plane_bwd_kernel(const __grid_consta
 {
     __shared__ float2 red[CNP_MAX_THREADS / 32];
     int n, c;
-    cp_plane(&p, &n, &c);
+    if (!cp_plane(&p, &n, &c))
+        return;
     const int units = p.hw / CN_VEC;
     cp_regs x, dy;
     cp_load(&p, (const frost_io *)p.x + (int64_t)n * p.x_sn + (int64_t)c * p.hw, units, &x);
@@ -194,7 +210,7 @@ extern "C" __global__ void CNP_BOUNDS cnorm_plane_bwd_kernel(const __grid_consta
     float sa = 0.0f, sb = 0.0f;
 #pragma unroll
     for (int k = 0; k < PLANE_UNITS; k++)
-        if (cp_valid(k, units)) {
+        if (cp_valid(&p, k, units)) {
             float fx[CN_VEC], fd[CN_VEC];
             cn_unpack(x.r[k], fx);
             cn_unpack(dy.r[k], fd);
@@ -204,8 +220,8 @@ extern "C" __global__ void CNP_BOUNDS cnorm_plane_bwd_kernel(const __grid_consta
                 sb = fmaf(fd[e], fx[e] - mean, sb);
             }
         }
-    const float2 s = cp_block_sum2(sa, sb, red);
-    if (p.want_rec && threadIdx.x == 0) { /* (sum dy, sum dy x_hat): record (n, c, 0) */
+    const float2 s = cp_block_sum2(&p, sa, sb, red);
+    if (p.want_rec && cp_lane(&p) == 0) { /* (sum dy, sum dy x_hat): record (n, c, 0) */
         float *rec = (float *)(p.ws + p.off_rec) + ((int64_t)n * p.c + c) * 2;
         rec[0] = s.x;
         rec[1] = rstd * s.y;
@@ -217,7 +233,7 @@ extern "C" __global__ void CNP_BOUNDS cnorm_plane_bwd_kernel(const __grid_consta
     frost_io *dx = (frost_io *)p.out + (int64_t)n * p.out_sn + (int64_t)c * p.hw;
 #pragma unroll
     for (int k = 0; k < PLANE_UNITS; k++)
-        if (cp_valid(k, units)) {
+        if (cp_valid(&p, k, units)) {
             float fx[CN_VEC], fd[CN_VEC];
             cn_unpack(x.r[k], fx);
             cn_unpack(dy.r[k], fd);
