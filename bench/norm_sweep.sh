@@ -32,14 +32,23 @@ rm -f "$OUT/sweep-one.jsonl"
 python3 - "$OUT/sweep.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-tunes = list(dict.fromkeys(r["tune"] for r in rows))
-cases = list(dict.fromkeys((r["op"], r.get("rows"), r.get("cols"), r.get("n"), r.get("c"), r.get("layout")) for r in rows))
-val = {(r["tune"], (r["op"], r.get("rows"), r.get("cols"), r.get("n"), r.get("c"), r.get("layout"))): r.get("gbps", 0) for r in rows}
-print("settings: " + "  ".join(f"[{i}] {t or 'table'}" for i, t in enumerate(tunes)))
-print(f"{'case':34s}" + "".join(f"{i:>7d}" for i in range(len(tunes))))
+def case(r):
+    return (r["op"], r.get("rows"), r.get("cols"), r.get("n"), r.get("c"), r.get("h"), r.get("w"), r.get("groups"),
+            r.get("layout"))
+# a setting given twice is two columns (its k-th pass), so repeated runs show side by side
+seen, cols, val = {}, [], {}
+for r in rows:
+    k = seen[(r["tune"], case(r))] = seen.get((r["tune"], case(r)), -1) + 1
+    if (r["tune"], k) not in cols:
+        cols.append((r["tune"], k))
+    val[(r["tune"], k, case(r))] = r.get("gbps", 0)
+cases = list(dict.fromkeys(case(r) for r in rows))
+print("settings: " + "  ".join(f"[{i}] {t or 'table'}" for i, (t, _) in enumerate(cols)))
+print(f"{'case':40s}" + "".join(f"{i:>7d}" for i in range(len(cols))))
 for c in cases:
-    v = [val.get((t, c), 0) or 0 for t in tunes]
+    v = [val.get((t, k, c), 0) or 0 for t, k in cols]
     best = max(range(len(v)), key=lambda i: v[i])
-    name = f"{c[0]} {c[1]}x{c[2]}" if c[1] else f"{c[0]} n{c[3]} c{c[4]} {c[5]}"
-    print(f"{name:34s}" + "".join(f"{x:6.0f}{'*' if i == best else ' '}" for i, x in enumerate(v)))
+    g = f" G{c[7]}" if c[7] else ""
+    name = f"{c[0]} {c[1]}x{c[2]}" if c[1] else f"{c[0]} {c[3]}x{c[4]}x{c[5]}x{c[6]} {c[8]}{g}"
+    print(f"{name:40s}" + "".join(f"{x:6.0f}{'*' if i == best else ' '}" for i, x in enumerate(v)))
 PY
