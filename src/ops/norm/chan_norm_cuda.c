@@ -193,14 +193,13 @@ static void fill_key(frost__kernel_key *k, int backward, int entry, frost_dtype 
         const char *minb = getenv("FROST_CNORM_PLANE_MINB");
         if (minb && minb[0] >= '2' && minb[0] <= '4' && !minb[1])
             frost__key_define(k, "MINB", "%c", minb[0]);
-    }
-    else if (clustered) {
+    } else if (clustered) {
         frost__key_define(k, "CLUSTER", "%d", (int)cluster);
         if (held) /* NCHW tiles that hold part of their rows (the kernel's other rows are read twice) */
             frost__key_define(k, "HELD", NULL);
     } else if (streamed && split)
         frost__key_define(k, "STREAM_BLOCKS", "%d", (int)blocks);
-    else if (entry == ENTRY_MAIN && blocks > 1 && !streamed && cluster != PATH_PLANE)
+    else if (entry == ENTRY_MAIN && blocks > 1 && !streamed)
         frost__key_define(k, "MINB", "%d", (int)blocks);
 }
 

@@ -158,6 +158,12 @@ FROST_DEVICE bool cp_plane(const cnorm_params *p, int *n, int *c)
     return plane < (int64_t)p->n * p->c;
 }
 
+/* Plane (n, c) of a data tensor with n stride sn. */
+FROST_DEVICE frost_io *cp_at(const void *base, int64_t sn, const cnorm_params *p, int n, int c)
+{
+    return (frost_io *)base + (int64_t)n * sn + (int64_t)c * p->hw;
+}
+
 extern "C" __global__ void CNP_BOUNDS cnorm_plane_fwd_kernel(const __grid_constant__ cnorm_params p)
 {
     __shared__ float2 red[CNP_MAX_THREADS / 32];
@@ -166,7 +172,7 @@ extern "C" __global__ void CNP_BOUNDS cnorm_plane_fwd_kernel(const __grid_consta
         return;
     const int units = p.hw / CN_VEC;
     cp_regs x;
-    cp_load(&p, (const frost_io *)p.x + (int64_t)n * p.x_sn + (int64_t)c * p.hw, units, &x);
+    cp_load(&p, cp_at(p.x, p.x_sn, &p, n, c), units, &x);
     const float2 st = cp_mean_m2(&p, &x, units, red);
     const float var = st.y * p.inv_m, rstd = rsqrtf(var + p.eps);
     if (cp_lane(&p) == 0)
@@ -174,7 +180,7 @@ extern "C" __global__ void CNP_BOUNDS cnorm_plane_fwd_kernel(const __grid_consta
     const float a = rstd * cn_weight(&p, c);
     const float b = (p.bias_dt != FROST_DT_NONE ? cn_param(p.bias, (int64_t)c * p.bias_sc, p.bias_dt) : 0.0f) -
                     st.x * a;
-    frost_io *y = (frost_io *)p.out + (int64_t)n * p.out_sn + (int64_t)c * p.hw;
+    frost_io *y = cp_at(p.out, p.out_sn, &p, n, c);
 #pragma unroll
     for (int k = 0; k < PLANE_UNITS; k++)
         if (cp_valid(&p, k, units)) {
@@ -195,8 +201,8 @@ extern "C" __global__ void CNP_BOUNDS cnorm_plane_bwd_kernel(const __grid_consta
         return;
     const int units = p.hw / CN_VEC;
     cp_regs x, dy;
-    cp_load(&p, (const frost_io *)p.x + (int64_t)n * p.x_sn + (int64_t)c * p.hw, units, &x);
-    cp_load(&p, (const frost_io *)p.dy + (int64_t)n * p.dy_sn + (int64_t)c * p.hw, units, &dy);
+    cp_load(&p, cp_at(p.x, p.x_sn, &p, n, c), units, &x);
+    cp_load(&p, cp_at(p.dy, p.dy_sn, &p, n, c), units, &dy);
     const bool saved_mean = p.flags & CNORM_F_SAVED_MEAN, saved_rstd = p.flags & CNORM_F_SAVED_RSTD;
     float mean = saved_mean ? p.mean[cn_stat_index(&p, n, c, 0, p.mean_sn, p.mean_ss)] : 0.0f;
     float rstd = saved_rstd ? p.inv_std[cn_stat_index(&p, n, c, 0, p.inv_sn, p.inv_ss)] : 0.0f;
@@ -230,7 +236,7 @@ extern "C" __global__ void CNP_BOUNDS cnorm_plane_bwd_kernel(const __grid_consta
     frost_allow_next_grid();
     const float rw = rstd * cn_weight(&p, c);
     const float ka = s.x * p.inv_m, kb = rstd * rstd * s.y * p.inv_m;
-    frost_io *dx = (frost_io *)p.out + (int64_t)n * p.out_sn + (int64_t)c * p.hw;
+    frost_io *dx = cp_at(p.out, p.out_sn, &p, n, c);
 #pragma unroll
     for (int k = 0; k < PLANE_UNITS; k++)
         if (cp_valid(&p, k, units)) {
