@@ -49,15 +49,10 @@ def main():
     p.add_argument("--seed", type=int, default=1234)
     a = p.parse_args()
     impls = [i for i in a.impl.split(",") if i]
-    if any(i not in ("torch-eager", "torch-compile", "torch-cudnn", "torch-flash") for i in impls):
-        p.error("--impl takes torch-eager, torch-compile, torch-cudnn, torch-flash")
-    try:
-        import torch
-    except ImportError as e:
-        print(f"peer_kernels.py: no torch ({e})", file=sys.stderr)
-        return 77
-    if not torch.cuda.is_available():
-        print("peer_kernels.py: torch sees no CUDA device", file=sys.stderr)
+    if any(i not in peers.IMPLS for i in impls):
+        p.error(f"--impl takes {', '.join(peers.IMPLS)}")
+    torch = peers.cuda_torch("peer_kernels.py")
+    if torch is None:
         return 77
     a.runs, a.warmup, a.timer = 30, 5, "events"  # the fields Bench reads
     bench = peers.Bench(torch, a)

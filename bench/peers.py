@@ -488,6 +488,19 @@ def run_one(bench, c, impl):
     return rec
 
 
+def cuda_torch(prog):
+    """torch when it is installed and sees a CUDA device; else None, having said why."""
+    try:
+        import torch
+    except ImportError as e:
+        print(f"{prog}: no torch ({e})", file=sys.stderr)
+        return None
+    if not torch.cuda.is_available():
+        print(f"{prog}: torch sees no CUDA device", file=sys.stderr)
+        return None
+    return torch
+
+
 def main():
     p = argparse.ArgumentParser(description="Time frost's peers on frost-bench's shapes.")
     p.add_argument("--suite", default=None, help="smoke, sdpa, norm or all (default smoke)")
@@ -511,13 +524,8 @@ def main():
         for c in cases:
             print(json.dumps(dict(c, work=work(c), impls=impls_for(c, wanted))))
         return 0
-    try:
-        import torch
-    except ImportError as e:
-        print(f"peers.py: no torch ({e})", file=sys.stderr)
-        return 77
-    if not torch.cuda.is_available():
-        print("peers.py: torch sees no CUDA device", file=sys.stderr)
+    torch = cuda_torch("peers.py")
+    if torch is None:
         return 77
     bench = Bench(torch, a)
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
