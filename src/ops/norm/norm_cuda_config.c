@@ -100,7 +100,9 @@ static const tile_rule tile_rules[2][3] = {
  * instead of holding a thread's units in registers), split (2: rows of 512 threads x 4 units
  * split over clusters of two blocks, ROW_SPLIT, forward too; 0: never; split_rows below),
  * sahead (staged backward
- * rows: saved statistics read that many rows ahead, 1-8; 2 by default, 1 at 4 units a thread). */
+ * rows: saved statistics read that many rows ahead, 1-8; 2 by default, 1 at 4 units a thread),
+ * xf32 (forward with 16-bit I/O, vector rows: 1 converts a thread's row to f32 once instead
+ * of in every pass over it, LN_WIDE in norm_fwd.cu). */
 int frost__norm_tune(const char *name, int dflt)
 {
     const char *env = getenv("FROST_NORM_TUNE");
@@ -486,6 +488,8 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
         frost__key_define(k, "NO_PREFETCH", NULL);
     if (!p->backward && p->kind == FROST__NORM_LAYER && io_bytes == 2 && !frost__norm_tune("lnfma", 1))
         frost__key_define(k, "LN_EXACT", NULL);
+    if (!p->backward && io_bytes == 2 && vector && !plan->looped && frost__norm_tune("xf32", 0))
+        frost__key_define(k, "LN_WIDE", NULL);
     if (p->backward) {
         plan->want_dscale = p->slot[FROST__NORM_D_SCALE].present;
         plan->want_dbias = p->slot[FROST__NORM_D_BIAS].present;

@@ -58,6 +58,26 @@ FROST_DEVICE float fwd_acc_total(const float *a)
 #endif
 }
 
+/* LN_WIDE (16-bit I/O, vector keys): fwd_process converts the thread's row to f32 words
+ * once, so the passes over it (sum, centred squares, output) read floats instead of
+ * unpacking each 16-bit element again.  fwd_x reads element i of a row in either form:
+ * every vec > 1 row of such a key comes through fwd_process, the chunked fallback (vec 1)
+ * keeps the I/O words. */
+#if defined(LN_WIDE) && IO_BYTES == 2 && VEC > 1 && !defined(LOOPED)
+#define FWD_WIDE 1
+#else
+#define FWD_WIDE 0
+#endif
+
+FROST_DEVICE float fwd_x(const uint32_t *raw, const int i, const int vec)
+{
+#if FWD_WIDE
+    if (vec > 1)
+        return __uint_as_float(raw[i]);
+#endif
+    return norm_elem(raw, i, vec);
+}
+
 /* Sum of x (LayerNorm) or x^2 (RMSNorm) over the thread's `units` units. */
 FROST_DEVICE float fwd_partial_sum(const uint32_t *raw, const int vec, const int units)
 {
@@ -67,7 +87,7 @@ FROST_DEVICE float fwd_partial_sum(const uint32_t *raw, const int vec, const int
         s[a] = 0.0f;
 #pragma unroll
     for (int i = 0; i < units * vec; i++) {
-        const float v = norm_elem(raw, i, vec);
+        const float v = fwd_x(raw, i, vec);
 #if defined(KIND_LAYER)
         s[i % FWD_ACC] += v;
 #else
@@ -90,7 +110,7 @@ FROST_DEVICE float fwd_partial_sq(const uint32_t *raw, int lane, int cols, float
         if (norm_unit_valid(k, lane, cols, vec)) {
 #pragma unroll
             for (int j = 0; j < vec; j++) {
-                const float d = norm_elem(raw, k * vec + j, vec) - mean;
+                const float d = fwd_x(raw, k * vec + j, vec) - mean;
                 q[(k * vec + j) % FWD_ACC] = fmaf(d, d, q[(k * vec + j) % FWD_ACC]);
             }
         }
@@ -180,7 +200,7 @@ FROST_DEVICE void fwd_write(const void *scale, const void *bias, const fwd_preg 
 #endif
                 }
 #endif
-                const float xhat = FWD_XHAT(norm_elem(raw, k * vec + j, vec), mean, rstd, shift);
+                const float xhat = FWD_XHAT(fwd_x(raw, k * vec + j, vec), mean, rstd, shift);
 #if BIAS_DT != FROST_DT_NONE
                 out[j] = fmaf(xhat, w[j], b[j]);
 #else
@@ -281,7 +301,7 @@ FROST_DEVICE void fwd_layer_stats(const norm_fwd_params *p, const uint32_t *cur,
         qa[a] = 0.0f;
 #pragma unroll
     for (int i = 0; i < e; i++) {
-        const float d = norm_elem(cur, i, vec) - m;
+        const float d = fwd_x(cur, i, vec) - m;
         qa[i % FWD_ACC] = fmaf(d, d, qa[i % FWD_ACC]);
     }
     float q = fwd_acc_total(qa);
@@ -313,9 +333,21 @@ FROST_DEVICE void fwd_layer_stats(const norm_fwd_params *p, const uint32_t *cur,
 
 /* Statistics and output of one register-resident row; every thread of the block calls
  * it (row >= rows: an idle group that only joins the reductions). */
-FROST_DEVICE void fwd_process(const norm_fwd_params *p, const uint32_t *cur, int64_t row, int lane, norm_red *red,
+FROST_DEVICE void fwd_process(const norm_fwd_params *p, const uint32_t *raw, int64_t row, int lane, norm_red *red,
                               const int vec, const int units, const fwd_preg *preg)
 {
+#if FWD_WIDE
+    /* the row as f32 words (fwd_x); the empty asm keeps the compiler from converting again
+     * from the 16-bit words where it runs short of registers */
+    uint32_t cur[ELEMS];
+#pragma unroll
+    for (int i = 0; i < ELEMS; i++) {
+        cur[i] = __float_as_uint(norm_elem(raw, i, vec));
+        asm volatile("" : "+r"(cur[i]));
+    }
+#else
+    const uint32_t *cur = raw;
+#endif
 #if defined(KIND_LAYER) && defined(LN_EQUAL)
     float mean, rstd;
     fwd_layer_stats(p, cur, red, vec, units, &mean, &rstd);
