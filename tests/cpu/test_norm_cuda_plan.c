@@ -51,7 +51,11 @@ static const plan_case cases[] = {
     {"rms fwd 128: groups of 8 hold parameters, 5 blocks", 1, 0, 262144, 128, FROST_BF16, NULL, 8, 2, 0, 2, 0,
      "MINB=5"},
     {"ln fwd f16 holds its parameters", 0, 0, 16384, 4096, FROST_F16, NULL, 256, 2, 0, 2, 0, "PARAMS_REG"},
-    {"rms fwd 5120: 512 x 2 units", 1, 0, 16384, 5120, FROST_BF16, NULL, 512, 2, 0, 2, 1, "NV=2"},
+    {"rms fwd 5120: 256 x 3 units, one row a group", 1, 0, 16384, 5120, FROST_BF16, NULL, 256, 3, 0, 2, 0, "NV=3"},
+    {"tune: nv=2 keeps rms fwd 5120 at 512 x 2", 1, 0, 16384, 5120, FROST_BF16, "nv=2", 512, 2, 0, 2, 1, "NV=2"},
+    {"rms fwd f32 5120 (1280 units): 1024 x 2, untouched", 1, 0, 16384, 5120, FROST_F32, NULL, 1024, 2, 0, 2, 1, "NV=2"},
+    {"ln fwd 16384 converts its row to f32 once", 0, 0, 4096, 16384, FROST_BF16, NULL, 512, 4, 0, 2, 1, "LN_WIDE"},
+    {"tune: xf32=1 reaches 4096-column keys", 0, 0, 16384, 4096, FROST_BF16, "xf32=1", 256, 2, 0, 2, 0, "LN_WIDE"},
     {"rms fwd 32768: chunked", 1, 0, 1024, 32768, FROST_BF16, NULL, 1024, 2, 1, 0, 1, "LOOPED"},
     {"rms bwd 4096", 1, 1, 16384, 4096, FROST_BF16, NULL, 256, 2, 0, 2, 1, "DSCALE"},
     {"rms bwd 16384 split, holds its scale", 1, 1, 4096, 16384, FROST_BF16, NULL, 512, 2, 0, 3, 1, "PARAMS_REG"},
@@ -170,6 +174,11 @@ static void run_case(int index, const plan_case *c)
         if (strstr(k, "ROW_SPLIT") && ((!c->backward && !(c->tune && strstr(c->tune, "split=2"))) ||
                                        (c->tune && strstr(c->tune, "split=0"))))
             tu_failf("key %s splits its rows unasked", k);
+        /* f32 rows once: LayerNorm forward's 16-bit 512 x 4 rows unless xf32=0, others with xf32=1 */
+        const int xf32 = c->tune && strstr(c->tune, "xf32=") ? atoi(strstr(c->tune, "xf32=") + 5)
+                                                              : !c->rms && plan.block == 512 && plan.nv == 4;
+        if (!!strstr(k, "LN_WIDE") != (!c->backward && c->dtype != FROST_F32 && plan.vec > 1 && !plan.looped && xf32))
+            tu_failf("key %s: expected LN_WIDE %d", k, xf32);
         if (!c->tune && strstr(k, "L2_256"))
             tu_failf("key %s asks for 256-byte L2 fetches without FROST_NORM_TUNE", k);
         /* LayerNorm forward: one-barrier statistics exactly when a row fills its row group of

@@ -173,15 +173,13 @@ extern "C" __global__ void CNP_BOUNDS cnorm_plane_fwd_kernel(const __grid_consta
     const int units = p.hw / CN_VEC;
     cp_regs x;
     cp_load(&p, cp_at(p.x, p.x_sn, &p, n, c), units, &x);
-    /* the channel's parameters load beside x, not after the statistics (another round trip) */
-    const float w = cn_weight(&p, c);
-    const float bias = p.bias_dt != FROST_DT_NONE ? cn_param(p.bias, (int64_t)c * p.bias_sc, p.bias_dt) : 0.0f;
     const float2 st = cp_mean_m2(&p, &x, units, red);
     const float var = st.y * p.inv_m, rstd = rsqrtf(var + p.eps);
     if (cp_lane(&p) == 0)
         fwd_set_outputs(&p, n, c, 0, st.x, var, rstd, NULL);
-    const float a = rstd * w;
-    const float b = bias - st.x * a;
+    const float a = rstd * cn_weight(&p, c);
+    const float b = (p.bias_dt != FROST_DT_NONE ? cn_param(p.bias, (int64_t)c * p.bias_sc, p.bias_dt) : 0.0f) -
+                    st.x * a;
     frost_io *y = cp_at(p.out, p.out_sn, &p, n, c);
 #pragma unroll
     for (int k = 0; k < PLANE_UNITS; k++)
@@ -208,7 +206,10 @@ extern "C" __global__ void CNP_BOUNDS cnorm_plane_bwd_kernel(const __grid_consta
     const bool saved_mean = p.flags & CNORM_F_SAVED_MEAN, saved_rstd = p.flags & CNORM_F_SAVED_RSTD;
     float mean = saved_mean ? p.mean[cn_stat_index(&p, n, c, 0, p.mean_sn, p.mean_ss)] : 0.0f;
     float rstd = saved_rstd ? p.inv_std[cn_stat_index(&p, n, c, 0, p.inv_sn, p.inv_ss)] : 0.0f;
-    const float w = cn_weight(&p, c); /* beside x and dy, as the forward's */
+    /* the channel's scale loads beside x and dy, not after the sums: 1.00-1.015x the late
+     * load at the five sweep shapes (H100, 2026-12-06 05:33 UTC, docs/PERF.md); the
+     * forward's early loads ran 0.985x at 8x1024x32x64 and even elsewhere, so it keeps them late */
+    const float w = cn_weight(&p, c);
     if (!saved_mean || !saved_rstd) { /* as chan_norm_bwd.cu: a missing statistic is the plane's own */
         const float2 st = cp_mean_m2(&p, &x, units, red);
         if (!saved_mean)

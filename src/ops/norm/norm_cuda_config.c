@@ -345,6 +345,15 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
         plan->group = 256;
         plan->nv = (int)frost__norm_ceil_div(units, 256);
     }
+    /* RMSNorm forward rows of 513-768 16-byte units (5120 bf16 columns) run as 256 threads x
+     * 3 units rather than 512 x 2, whose second unit is mostly padding: 1.086x at 16384 x
+     * 5120 on the H100 (2026-12-06 05:34 UTC, docs/PERF.md); LayerNorm's ran 0.94x. */
+    if (!p->backward && vector && !plan->looped && p->kind == FROST__NORM_RMS && io_bytes == 2 &&
+        !p->per_sample_params && plan->group == 512 && units > 512 && units <= 768 &&
+        frost__norm_tune("group", 0) == 0 && frost__norm_tune("nv", 0) == 0) {
+        plan->group = 256;
+        plan->nv = 3;
+    }
     plan->block = plan->group < 256 ? 256 : plan->group;
     if (!p->backward && !plan->looped) { /* FROST_NORM_TUNE block=: threads a block, whole row groups */
         const int block = frost__norm_tune("block", 0);
@@ -488,7 +497,12 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
         frost__key_define(k, "NO_PREFETCH", NULL);
     if (!p->backward && p->kind == FROST__NORM_LAYER && io_bytes == 2 && !frost__norm_tune("lnfma", 1))
         frost__key_define(k, "LN_EXACT", NULL);
-    if (!p->backward && io_bytes == 2 && vector && !plan->looped && frost__norm_tune("xf32", 0))
+    /* LayerNorm's wide rows (512 threads x 4 units) convert a thread's row to f32 once
+     * (LN_WIDE): 10 % fewer instructions (ncu, 4096 x 16384) and 1.004-1.006x at 2048, 4096
+     * and 8192 rows of 16384 columns on the H100 (2026-12-06 05:34 UTC, docs/PERF.md); at
+     * 12288 columns (512 x 3) 0.99-1.01x, so only these rows take it. */
+    if (!p->backward && io_bytes == 2 && vector && !plan->looped &&
+        frost__norm_tune("xf32", wide && p->kind == FROST__NORM_LAYER))
         frost__key_define(k, "LN_WIDE", NULL);
     if (p->backward) {
         plan->want_dscale = p->slot[FROST__NORM_D_SCALE].present;
