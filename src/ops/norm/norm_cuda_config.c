@@ -45,7 +45,7 @@
  *   128           8 x 2   (32 rows/blk)  8 x 2  (32 rows/blk)
  *   1000, 1024    64 x 2   (4 rows/blk)  64 x 2  (4 rows/blk)
  *   4096          256 x 2                256 x 2
- *   5120          512 x 2                512 x 2
+ *   5120          512 x 2 (RMS 256 x 3)  512 x 2
  *   8192          512 x 2 (RMS 256 x 4)  512 x 2
  *   12288         512 x 3                512 x 3
  *   16384         512 x 4 (2 blocks/SM)  512 x 4 (x, dY re-read from the ring); on sm_90 two
@@ -346,8 +346,8 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
         plan->nv = (int)frost__norm_ceil_div(units, 256);
     }
     /* RMSNorm forward rows of 513-768 16-byte units (5120 bf16 columns) run as 256 threads x
-     * 3 units rather than 512 x 2, whose second unit is mostly padding: 1.086x at 16384 x
-     * 5120 on the H100 (2026-12-06 05:34 UTC, docs/PERF.md); LayerNorm's ran 0.94x. */
+     * 3 units rather than 512 x 2, whose second unit is mostly padding: 1.084-1.086x at 16384 x
+     * 5120 on the H100 (2026-12-06 05:34 and 06:40 UTC, docs/PERF.md); LayerNorm's ran 0.94x. */
     if (!p->backward && vector && !plan->looped && p->kind == FROST__NORM_RMS && io_bytes == 2 &&
         !p->per_sample_params && plan->group == 512 && units > 512 && units <= 768 &&
         frost__norm_tune("group", 0) == 0 && frost__norm_tune("nv", 0) == 0) {
