@@ -335,24 +335,19 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
         plan->group = rule->looped_block;
         plan->nv = rule->looped_nv;
     }
-    /* Forward rows of 769-1024 units (8192 bf16 columns) run as 256 threads x 4 units rather
-     * than 512 x 2: RMSNorm 1.08x in sweep 3 (2026-12-02, docs/PERF.md); LayerNorm 1.01-1.02x
-     * with launch bounds for three blocks (below; 16-bit I/O, sweeps 28 and 30, 2026-12-03),
-     * 0.94x without.  AdaLayerNorm's per-sample rows keep 512 x 2. */
-    if (!p->backward && vector && !plan->looped && (p->kind == FROST__NORM_RMS || io_bytes == 2) &&
-        !p->per_sample_params && plan->group == 512 && units > 768 && units <= 1024 &&
+    /* Forward rows of 513-1024 units run as 256 threads x 3-4 units rather than 512 x 2,
+     * whose second unit is partly padding.  769-1024 units (8192 bf16 columns): RMSNorm 1.08x
+     * in sweep 3 (2026-12-02, docs/PERF.md); LayerNorm with 16-bit I/O 1.01-1.02x with launch
+     * bounds for three blocks (below; sweeps 28 and 30, 2026-12-03), 0.94x without.  513-768
+     * units (5120 bf16 columns): RMSNorm with 16-bit I/O 1.084-1.086x at 16384 x 5120 on the
+     * H100 (2026-12-06 05:34 and 06:40 UTC, docs/PERF.md); LayerNorm's ran 0.94x.
+     * AdaLayerNorm's per-sample rows keep 512 x 2. */
+    const int rms = p->kind == FROST__NORM_RMS;
+    if (!p->backward && vector && !plan->looped && !p->per_sample_params && plan->group == 512 && units > 512 &&
+        units <= 1024 && (units > 768 ? rms || io_bytes == 2 : rms && io_bytes == 2) &&
         frost__norm_tune("group", 0) == 0 && frost__norm_tune("nv", 0) == 0) {
         plan->group = 256;
         plan->nv = (int)frost__norm_ceil_div(units, 256);
-    }
-    /* RMSNorm forward rows of 513-768 16-byte units (5120 bf16 columns) run as 256 threads x
-     * 3 units rather than 512 x 2, whose second unit is mostly padding: 1.084-1.086x at 16384 x
-     * 5120 on the H100 (2026-12-06 05:34 and 06:40 UTC, docs/PERF.md); LayerNorm's ran 0.94x. */
-    if (!p->backward && vector && !plan->looped && p->kind == FROST__NORM_RMS && io_bytes == 2 &&
-        !p->per_sample_params && plan->group == 512 && units > 512 && units <= 768 &&
-        frost__norm_tune("group", 0) == 0 && frost__norm_tune("nv", 0) == 0) {
-        plan->group = 256;
-        plan->nv = 3;
     }
     plan->block = plan->group < 256 ? 256 : plan->group;
     if (!p->backward && !plan->looped) { /* FROST_NORM_TUNE block=: threads a block, whole row groups */

@@ -71,11 +71,7 @@ FROST_DEVICE float fwd_acc_total(const float *a)
 
 FROST_DEVICE float fwd_x(const uint32_t *raw, const int i, const int vec)
 {
-#if FWD_WIDE
-    if (vec > 1)
-        return __uint_as_float(raw[i]);
-#endif
-    return norm_elem(raw, i, vec);
+    return norm_raw_elem(raw, i, FWD_WIDE && vec > 1 ? FROST_DT_F32 : IO_DT);
 }
 
 /* Sum of x (LayerNorm) or x^2 (RMSNorm) over the thread's `units` units. */
