@@ -495,9 +495,11 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
     /* LayerNorm's wide rows (512 threads x 4 units) convert a thread's row to f32 once
      * (LN_WIDE): 10 % fewer instructions (ncu, 4096 x 16384) and 1.004-1.006x at 2048, 4096
      * and 8192 rows of 16384 columns on the H100 (2026-12-06 05:34 UTC, docs/PERF.md); at
-     * 12288 columns (512 x 3) 0.99-1.01x, so only these rows take it. */
+     * 12288 columns (512 x 3) 0.99-1.01x, so only these rows take it.  Not AdaLayerNorm's
+     * per-sample rows: they run two blocks an SM (64 registers), where the f32 row spilled
+     * 12-48 B stores and 12-76 B loads (ptxas, sm_90a, bf16 / f32 parameters). */
     if (!p->backward && io_bytes == 2 && vector && !plan->looped &&
-        frost__norm_tune("xf32", wide && p->kind == FROST__NORM_LAYER))
+        frost__norm_tune("xf32", wide && p->kind == FROST__NORM_LAYER && !p->per_sample_params))
         frost__key_define(k, "LN_WIDE", NULL);
     if (p->backward) {
         plan->want_dscale = p->slot[FROST__NORM_D_SCALE].present;
