@@ -339,19 +339,24 @@ static void run_split_case(int index, const split_case *c)
 
 /* Held parameters against their registers: LayerNorm bf16 rows with f32 scale and bias hold
  * them at 4096 columns (2 units: 20 + 8 + 32 words within the 64 of 4 blocks) and load them
- * per row at 8192 (4 units: 20 + 16 + 64 past the 80 of 3 blocks), keeping the old bounds. */
-static void run_f32_params_case(int index, int64_t cols, int want_held, const char *want_minb)
+ * per row at 8192 (4 units: 20 + 16 + 64 past the 80 of 3 blocks), keeping the old bounds.
+ * RMSNorm's 2-unit rows with both in f32 load them per row with bounds for 5 blocks, not 6
+ * (which spilled), whatever their row group (128 columns: 8 threads; 1024: 64). */
+static void run_f32_params_case(int index, int rms, int64_t cols, int want_held, const char *want_minb)
 {
     char name[96];
-    snprintf(name, sizeof name, "ln fwd bf16 %lld with f32 parameters: held %d", (long long)cols, want_held);
+    snprintf(name, sizeof name, "%s fwd bf16 %lld with f32 parameters: held %d", rms ? "rms" : "ln", (long long)cols,
+             want_held);
     tu_set_context("test_norm_cuda_plan", 0, index, name);
     frost_graph *g = NULL;
     TU_OK(frost_graph_create(cpu, &g));
     const int64_t dims[2] = {8192, cols}, pdims[1] = {cols};
     frost_norm_desc d = {.x = add(g, "x", FROST_BF16, 2, dims), .scale = add(g, "scale", FROST_F32, 1, pdims),
                          .bias = add(g, "bias", FROST_F32, 1, pdims)};
-    frost_norm_outputs o = {.y = FROST_TENSOR_AUTO, .inv_std = FROST_TENSOR_AUTO, .mean = FROST_TENSOR_AUTO};
-    TU_OK(frost_graph_add_layernorm(g, &d, &o));
+    frost_norm_outputs o = {.y = FROST_TENSOR_AUTO, .inv_std = FROST_TENSOR_AUTO};
+    if (!rms)
+        o.mean = FROST_TENSOR_AUTO;
+    TU_OK(rms ? frost_graph_add_rmsnorm(g, &d, &o) : frost_graph_add_layernorm(g, &d, &o));
     unsetenv("FROST_NORM_TUNE");
     frost__norm_plan plan;
     frost__buf why = {0}, text = {0};
@@ -392,11 +397,17 @@ int main(void)
         ++run_count;
     }
     const int f32_index = NUM_CASES + NUM_SPLIT_CASES;
-    for (int i = 0; i < 2; ++i) {
+    static const struct {
+        int rms;
+        int64_t cols;
+        int held;
+        const char *minb;
+    } f32_cases[] = {{0, 4096, 1, "MINB=4"}, {0, 8192, 0, "MINB=3"}, {1, 128, 0, "MINB=5"}, {1, 1024, 0, "MINB=5"}};
+    for (int i = 0; i < (int)(sizeof f32_cases / sizeof f32_cases[0]); ++i) {
         if (only >= 0 && only != f32_index + i)
             continue;
         tu_case_begin();
-        run_f32_params_case(f32_index + i, i ? 8192 : 4096, !i, i ? "MINB=3" : "MINB=4");
+        run_f32_params_case(f32_index + i, f32_cases[i].rms, f32_cases[i].cols, f32_cases[i].held, f32_cases[i].minb);
         tu_case_end();
         ++run_count;
     }

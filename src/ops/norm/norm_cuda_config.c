@@ -142,13 +142,19 @@ static int param_words(const frost__norm_layout *l, int vec)
  * held in registers or not.  The held parameters take registers: LayerNorm's one-pass rows
  * of 2 units get bounds for 4 blocks (6 spilled), its 512 x 4 rows none (80 registers, one
  * block an SM: 1.05x the two blocks' 64 registers); RMSNorm's groups of up to 32 threads 5
- * (6 spilled), its 256 x 4 rows 4. */
+ * (6 spilled), its 256 x 4 rows 4.  RMSNorm's 2-unit rows with 16-bit I/O and both scale and
+ * bias in f32, loaded per row, also get 5: at 6 blocks' 40 registers they spilled 4-8 B
+ * (ptxas -v, sm_90a, groups of 8 to 128 threads; 48 registers and none at 5). */
 static int fwd_min_blocks(const frost__norm_problem *p, const frost__norm_plan *plan, int wide, int narrow,
                           int ln_one_pass, int held)
 {
     int minb = wide ? (held && p->kind == FROST__NORM_LAYER ? 1 : 2) : 0;
+    const int param_words_unit =
+        param_words(&p->slot[FROST__NORM_SCALE], plan->vec) + param_words(&p->slot[FROST__NORM_BIAS], plan->vec);
     if (narrow && p->kind == FROST__NORM_RMS)
-        minb = plan->nv <= 2 ? (held && plan->group <= 32 ? 5 : 6) : held ? 4 : 3;
+        minb = plan->nv <= 2 ? ((held && plan->group <= 32) || (!held && param_words_unit > 12) ? 5 : 6)
+               : held    ? 4
+                         : 3;
     if (ln_one_pass)
         minb = plan->nv <= 2 ? (held ? 4 : 6) : 3;
     return frost__norm_tune("minb", minb);
