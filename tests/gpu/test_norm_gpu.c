@@ -98,6 +98,9 @@ static const ncase table[] = {
     {"ln f32 777 odd", LN, F32, 111, 777, 0, 0, 1, 1, 0, 0, 1, 1, 0, 3.0},
     {"rms bf16 1024 bias only", RMS, BF16, 300, 1024, 0, 0, 0, 2, 0, 0, 1, 0, 0, 0},
     {"ln f32 4096 zero-centred, held parameters", LN, F32, 150, 4096, 0, 0, 1, 1, 1, 0, 1, 1, 0, 1.0},
+    /* RMSNorm 2-unit rows with 16-bit I/O and f32 scale and bias: bounds for 5 blocks */
+    {"rms bf16 1024 f32 scale and bias", RMS, BF16, 300, 1024, 0, 0, 1, 1, 0, 0, 1, 0, 0, 0.5},
+    {"rms f16 128 f32 scale and bias", RMS, F16, 1000, 128, 0, 0, 1, 1, 1, 0, 1, 1, 0, 0},
     /* backward blocks of several rows in clusters of two, the last cluster's second block
      * without rows (on 132 SMs: 1601 rows as 201 blocks of 8 rows or fewer, 1297 as 163) */
     {"ln bf16 4096 bwd odd blocks in clusters", LN, BF16, 1601, 4096, 0, 0, 2, 2, 0, 0, 1, 1, 0, 0.5},
