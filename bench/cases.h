@@ -37,6 +37,7 @@ static const char *const op_names[OP_N] = {
 typedef struct bcase {
     bench_op op;
     frost_dtype dtype;
+    frost_dtype param_dtype; /* RMSNorm, LayerNorm: scale and bias; FROST_DTYPE_INVALID = dtype */
     int64_t b, h_q, h_kv, s_q, s_kv, d, d_v; /* attention; AdaLayerNorm uses b, s_q and c */
     int causal, bshd;
     int64_t rows, cols;         /* RMSNorm, LayerNorm */
@@ -156,6 +157,8 @@ static void json_case(frost__buf *f, const bcase *c)
         cnorm_json(f, c);
     else
         frost__buf_printf(f, ",\"rows\":%lld,\"cols\":%lld", (long long)c->rows, (long long)c->cols);
+    if (c->param_dtype && c->param_dtype != c->dtype)
+        frost__buf_printf(f, ",\"param_dtype\":\"%s\"", frost_dtype_name(c->param_dtype));
 }
 
 static void case_label(const bcase *c, char *buf, size_t cap)
@@ -167,7 +170,9 @@ static void case_label(const bcase *c, char *buf, size_t cap)
     else if (is_cnorm(c->op) || is_adaln(c->op))
         cnorm_label(c, buf, cap);
     else
-        snprintf(buf, cap, "%lld x %lld", (long long)c->rows, (long long)c->cols);
+        snprintf(buf, cap, "%lld x %lld%s%s", (long long)c->rows, (long long)c->cols,
+                 c->param_dtype && c->param_dtype != c->dtype ? " params " : "",
+                 c->param_dtype && c->param_dtype != c->dtype ? frost_dtype_name(c->param_dtype) : "");
 }
 
 #endif /* FROST_BENCH_CASES_H */

@@ -25,11 +25,12 @@ static frost_status build_norm(const bcase *c, bgraph *bg)
         xd[2] = pd[2] = c->c;
         pd[1] = sd[2] = 1;
     }
+    const frost_dtype pdt = c->param_dtype && !ada ? c->param_dtype : c->dtype;
     frost_status s = FROST_OK;
     s = s ? s : add_in(bg, "x", c->dtype, r, xd, NULL, R_RANDOM);
-    s = s ? s : add_in(bg, "scale", c->dtype, pr, pd, NULL, R_RANDOM);
+    s = s ? s : add_in(bg, "scale", pdt, pr, pd, NULL, R_RANDOM);
     if (ln && !bwd)
-        s = s ? s : add_in(bg, "bias", c->dtype, pr, pd, NULL, R_RANDOM);
+        s = s ? s : add_in(bg, "bias", pdt, pr, pd, NULL, R_RANDOM);
     if (bwd) {
         s = s ? s : add_in(bg, "d_y", c->dtype, r, xd, NULL, R_RANDOM);
         if (ln)

@@ -13,6 +13,7 @@
  *               [--groups 32] [--layout nhwc|nchw]       (channel norms; nhwc = channels-last)
  *   frost-bench --op adalayernorm_fwd --b 8 --s 4096 --c 2048   (scale, shift [b, 1, c])
  *   --dtype bf16|f16|f32  --layout bhsd|bshd|nhwc|nchw  --runs N (30)  --warmup N (5)  --sets N
+ *   --param-dtype bf16|f16|f32 (RMSNorm / LayerNorm scale and bias; default: --dtype)
  *   --seed N  --device N  --explain (print frost_graph_explain per case)
  *   --exact (exactly --warmup and --runs; otherwise both grow to ~100 ms and ~50 ms)
  * --list prints the cases as JSON lines and needs no GPU.  --cpu runs the same harness on the
@@ -250,8 +251,8 @@ static int usage(void)
     fprintf(stderr, "usage: frost-bench [--suite smoke|sdpa|norm|cnorm|all] [--op OP[,OP]] [--b N --h N --h-kv N\n"
                     "       --s N --s-q N --s-kv N --d N --d-v N --causal --layout bhsd|bshd] [--rows N --cols N]\n"
                     "       [--n N --c N --height N --width N --groups N --layout nhwc|nchw]\n"
-                    "       [--dtype bf16|f16|f32] [--runs N] [--warmup N] [--sets N] [--seed N] [--device N]\n"
-                    "       [--json FILE] [--list] [--explain] [--cpu] [--exact]\n"
+                    "       [--dtype bf16|f16|f32] [--param-dtype bf16|f16|f32] [--runs N] [--warmup N] [--sets N]\n"
+                    "       [--seed N] [--device N] [--json FILE] [--list] [--explain] [--cpu] [--exact]\n"
                     "  OP: sdpa_fwd sdpa_bwd rmsnorm_fwd rmsnorm_bwd layernorm_fwd layernorm_bwd groupnorm_fwd\n"
                     "      groupnorm_bwd instancenorm_fwd instancenorm_bwd batchnorm_fwd batchnorm_bwd\n"
                     "      adalayernorm_fwd adalayernorm_bwd (AdaLayerNorm: --b, --s, --c)\n");
@@ -304,6 +305,8 @@ static int parse(int argc, char **argv, bcase *c, bopts *o, const char **suite, 
             c->nchw = !strcmp(v, "nchw");
         else if (!strcmp(a, "--dtype") && (!strcmp(v, "bf16") || !strcmp(v, "f16") || !strcmp(v, "f32")))
             c->dtype = !strcmp(v, "bf16") ? FROST_BF16 : !strcmp(v, "f16") ? FROST_F16 : FROST_F32;
+        else if (!strcmp(a, "--param-dtype") && (!strcmp(v, "bf16") || !strcmp(v, "f16") || !strcmp(v, "f32")))
+            c->param_dtype = !strcmp(v, "bf16") ? FROST_BF16 : !strcmp(v, "f16") ? FROST_F16 : FROST_F32;
         else
             return fprintf(stderr, "frost-bench: bad option %s %s\n", a, v), -1;
     }
