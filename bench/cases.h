@@ -38,6 +38,7 @@ typedef struct bcase {
     bench_op op;
     frost_dtype dtype;
     frost_dtype param_dtype; /* RMSNorm, LayerNorm: scale and bias; FROST_DTYPE_INVALID = dtype */
+    int rms_bias;            /* RMSNorm with a bias (forward) and d_bias (backward) */
     int64_t b, h_q, h_kv, s_q, s_kv, d, d_v; /* attention; AdaLayerNorm uses b, s_q and c */
     int causal, bshd;
     int64_t rows, cols;         /* RMSNorm, LayerNorm */
@@ -159,6 +160,8 @@ static void json_case(frost__buf *f, const bcase *c)
         frost__buf_printf(f, ",\"rows\":%lld,\"cols\":%lld", (long long)c->rows, (long long)c->cols);
     if (c->param_dtype && c->param_dtype != c->dtype)
         frost__buf_printf(f, ",\"param_dtype\":\"%s\"", frost_dtype_name(c->param_dtype));
+    if (c->rms_bias && (c->op == OP_RMS_FWD || c->op == OP_RMS_BWD))
+        frost__buf_printf(f, ",\"rms_bias\":true");
 }
 
 static void case_label(const bcase *c, char *buf, size_t cap)
@@ -170,9 +173,10 @@ static void case_label(const bcase *c, char *buf, size_t cap)
     else if (is_cnorm(c->op) || is_adaln(c->op))
         cnorm_label(c, buf, cap);
     else
-        snprintf(buf, cap, "%lld x %lld%s%s", (long long)c->rows, (long long)c->cols,
+        snprintf(buf, cap, "%lld x %lld%s%s%s", (long long)c->rows, (long long)c->cols,
                  c->param_dtype && c->param_dtype != c->dtype ? " params " : "",
-                 c->param_dtype && c->param_dtype != c->dtype ? frost_dtype_name(c->param_dtype) : "");
+                 c->param_dtype && c->param_dtype != c->dtype ? frost_dtype_name(c->param_dtype) : "",
+                 c->rms_bias && (c->op == OP_RMS_FWD || c->op == OP_RMS_BWD) ? " bias" : "");
 }
 
 #endif /* FROST_BENCH_CASES_H */

@@ -12,11 +12,12 @@
 #ifndef FROST_BENCH_GRAPHS_NORM_H
 #define FROST_BENCH_GRAPHS_NORM_H
 
-/* RMSNorm, LayerNorm over [rows, cols]; AdaLayerNorm over [b, s, c] with (1 + scale) and
+/* RMSNorm (with a bias under --rms-bias), LayerNorm over [rows, cols]; AdaLayerNorm over [b, s, c] with (1 + scale) and
  * shift [b, 1, c], as in DiT blocks. */
 static frost_status build_norm(const bcase *c, bgraph *bg)
 {
     int ada = is_adaln(c->op), ln = ada || c->op == OP_LN_FWD || c->op == OP_LN_BWD, bwd = is_bwd(c->op);
+    const int biased = ln || c->rms_bias; /* LayerNorm always; RMSNorm with --rms-bias */
     int r = ada ? 3 : 2, pr = ada ? 3 : 1;
     int64_t xd[3] = {c->rows, c->cols}, pd[3] = {c->cols}, sd[3] = {c->rows, 1};
     if (ada) {
@@ -29,7 +30,7 @@ static frost_status build_norm(const bcase *c, bgraph *bg)
     frost_status s = FROST_OK;
     s = s ? s : add_in(bg, "x", c->dtype, r, xd, NULL, R_RANDOM);
     s = s ? s : add_in(bg, "scale", pdt, pr, pd, NULL, R_RANDOM);
-    if (ln && !bwd)
+    if (biased && !bwd)
         s = s ? s : add_in(bg, "bias", pdt, pr, pd, NULL, R_RANDOM);
     if (bwd) {
         s = s ? s : add_in(bg, "d_y", c->dtype, r, xd, NULL, R_RANDOM);
@@ -41,7 +42,7 @@ static frost_status build_norm(const bcase *c, bgraph *bg)
         return s;
     frost_tensor x = bg->id[0], w = bg->id[1];
     if (!bwd) {
-        frost_norm_desc d = {.x = x, .scale = w, .bias = ln ? bg->id[2] : 0, .phase = FROST_NORM_TRAINING,
+        frost_norm_desc d = {.x = x, .scale = w, .bias = biased ? bg->id[2] : 0, .phase = FROST_NORM_TRAINING,
                              .zero_centered_scale = ada};
         frost_norm_outputs o = {.y = FROST_TENSOR_AUTO, .inv_std = FROST_TENSOR_AUTO,
                                 .mean = ln ? FROST_TENSOR_AUTO : FROST_TENSOR_NONE};
@@ -51,9 +52,9 @@ static frost_status build_norm(const bcase *c, bgraph *bg)
         note(bg, o.y, R_OUTPUT), note(bg, o.mean, R_OUTPUT), note(bg, o.inv_std, R_OUTPUT);
     } else {
         frost_norm_backward_desc d = {.x = x, .d_y = bg->id[2], .scale = w, .mean = ln ? bg->id[3] : 0,
-                                      .inv_std = bg->id[ln ? 4 : 3], .has_bias = ln, .zero_centered_scale = ada};
+                                      .inv_std = bg->id[ln ? 4 : 3], .has_bias = biased, .zero_centered_scale = ada};
         frost_norm_grads gr = {.d_x = FROST_TENSOR_AUTO, .d_scale = FROST_TENSOR_AUTO,
-                               .d_bias = ln ? FROST_TENSOR_AUTO : FROST_TENSOR_NONE};
+                               .d_bias = biased ? FROST_TENSOR_AUTO : FROST_TENSOR_NONE};
         s = ada  ? frost_graph_add_adalayernorm_backward(bg->g, &d, &gr)
             : ln ? frost_graph_add_layernorm_backward(bg->g, &d, &gr)
                  : frost_graph_add_rmsnorm_backward(bg->g, &d, &gr);

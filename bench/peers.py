@@ -108,7 +108,7 @@ def suite_cases(name):
 
 
 SHAPE_KEYS = ("op", "dtype", "b", "h_q", "h_kv", "s_q", "s_kv", "d", "d_v", "causal", "layout",
-              "rows", "cols", "param_dtype", "n", "c", "h", "w", "groups", "s")
+              "rows", "cols", "param_dtype", "rms_bias", "n", "c", "h", "w", "groups", "s")
 
 
 def normalize(c):
@@ -180,7 +180,8 @@ def label(c):
         return f"{c['n']}x{c['c']}x{c['h']}x{c['w']} {c['layout']}{g}"
     if c["op"] in ADALN_OPS:
         return f"{c['b']} x {c['s']} x {c['c']}, [B,1,C] params"
-    return f"{c['rows']} x {c['cols']}" + (f" params {c['param_dtype']}" if "param_dtype" in c else "")
+    return (f"{c['rows']} x {c['cols']}" + (f" params {c['param_dtype']}" if "param_dtype" in c else "")
+            + (" bias" if c.get("rms_bias") else ""))
 
 
 def impls_for(c, wanted):
@@ -385,15 +386,17 @@ def norm_sets(bench, c, impl):
     pdt = _dtype(torch, c.get("param_dtype", c["dtype"]))  # frost-bench --param-dtype
     rows, cols, op = c["rows"], c["cols"], c["op"]
     ln, bwd = op.startswith("layernorm"), op.endswith("_bwd")
+    biased = ln or c.get("rms_bias", False)  # frost-bench --rms-bias: F.rms_norm, then + bias
 
     def f(x, w, bias):
         if ln:
             return F.layer_norm(x, (cols,), w, bias, 1e-5)
-        return F.rms_norm(x, (cols,), w, 1e-5)
+        y = F.rms_norm(x, (cols,), w, 1e-5)
+        return y + bias if bias is not None else y
 
     def make():
         return (bench.rand((rows, cols), dt, bwd), bench.rand((cols,), pdt, bwd),
-                bench.rand((cols,), pdt, bwd) if ln else None)
+                bench.rand((cols,), pdt, bwd) if biased else None)
 
     set_bytes = DTYPES[c["dtype"]] * rows * cols * (4 if bwd else 2)
     fns, _ = _autograd_sets(bench, _maybe_compile(torch, f, impl), make, set_bytes, bwd)

@@ -14,6 +14,7 @@
  *   frost-bench --op adalayernorm_fwd --b 8 --s 4096 --c 2048   (scale, shift [b, 1, c])
  *   --dtype bf16|f16|f32  --layout bhsd|bshd|nhwc|nchw  --runs N (30)  --warmup N (5)  --sets N
  *   --param-dtype bf16|f16|f32 (RMSNorm / LayerNorm scale and bias; default: --dtype)
+ *   --rms-bias (RMSNorm with a bias: y = x_hat * w + b, and d_bias in the backward)
  *   --seed N  --device N  --explain (print frost_graph_explain per case)
  *   --exact (exactly --warmup and --runs; otherwise both grow to ~100 ms and ~50 ms)
  * --list prints the cases as JSON lines and needs no GPU.  --cpu runs the same harness on the
@@ -252,7 +253,7 @@ static int usage(void)
                     "       --s N --s-q N --s-kv N --d N --d-v N --causal --layout bhsd|bshd] [--rows N --cols N]\n"
                     "       [--n N --c N --height N --width N --groups N --layout nhwc|nchw]\n"
                     "       [--dtype bf16|f16|f32] [--param-dtype bf16|f16|f32] [--runs N] [--warmup N] [--sets N]\n"
-                    "       [--seed N] [--device N] [--json FILE] [--list] [--explain] [--cpu] [--exact]\n"
+                    "       [--rms-bias] [--seed N] [--device N] [--json FILE] [--list] [--explain] [--cpu] [--exact]\n"
                     "  OP: sdpa_fwd sdpa_bwd rmsnorm_fwd rmsnorm_bwd layernorm_fwd layernorm_bwd groupnorm_fwd\n"
                     "      groupnorm_bwd instancenorm_fwd instancenorm_bwd batchnorm_fwd batchnorm_bwd\n"
                     "      adalayernorm_fwd adalayernorm_bwd (AdaLayerNorm: --b, --s, --c)\n");
@@ -272,7 +273,7 @@ static int parse(int argc, char **argv, bcase *c, bopts *o, const char **suite, 
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         struct { const char *name; int *v; } flags[] = {
             {"--causal", &c->causal}, {"--list", &o->list}, {"--explain", &o->explain}, {"--cpu", &o->cpu},
-            {"--exact", &o->exact}};
+            {"--exact", &o->exact}, {"--rms-bias", &c->rms_bias}};
         int f = 0, nf = (int)(sizeof flags / sizeof flags[0]);
         while (f < nf && strcmp(a, flags[f].name))
             f++;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # frost-bench's command line over the reference engine (no GPU): a row-norm case with scale
-# and bias in another dtype than x (--param-dtype) runs and says so in its JSON line and
-# table label; a bad --param-dtype is refused with exit status 2.
+# and bias in another dtype than x (--param-dtype), and RMSNorm with a bias (--rms-bias),
+# run and say so in their JSON lines and table labels; a bad --param-dtype is refused with
+# exit status 2.
 #
 # Usage: check_bench_cpu.sh <path to frost-bench>
 set -uo pipefail
@@ -24,6 +25,13 @@ check "the label names the parameters' dtype" grep -q '16 x 256 params f32' "$wo
 "$bench" --cpu --exact --runs 1 --warmup 0 --op layernorm_fwd --rows 16 --cols 256 --dtype f16 --param-dtype f16 \
     --json "$work/s.jsonl" >/dev/null 2>&1
 check "same dtype: no param_dtype key" test "$(grep -c 'param_dtype' "$work/s.jsonl")" -eq 0
+"$bench" --cpu --exact --runs 1 --warmup 0 --op rmsnorm_fwd,rmsnorm_bwd,layernorm_fwd --rows 16 --cols 256 \
+    --rms-bias --explain --json "$work/b.jsonl" >"$work/b.txt" 2>&1
+rc=$?
+check "--rms-bias cases run (exit $rc)" test $rc -eq 0
+check "RMSNorm lines carry rms_bias, LayerNorm's not" test "$(grep -c '"rms_bias":true' "$work/b.jsonl")" -eq 2
+check "the RMSNorm forward has a bias input" grep -q "bias = t.* 'bias'" "$work/b.txt"
+check "the RMSNorm backward gives d_bias" grep -q "d_bias = t.*rmsnorm_bwd0.d_bias" "$work/b.txt"
 "$bench" --param-dtype f64 --op layernorm_fwd --list >/dev/null 2>"$work/err.txt"
 rc=$?
 check "--param-dtype f64 refused (exit $rc)" test $rc -eq 2
