@@ -12,8 +12,8 @@
 #ifndef FROST_BENCH_GRAPHS_NORM_H
 #define FROST_BENCH_GRAPHS_NORM_H
 
-/* RMSNorm (with a bias under --rms-bias), LayerNorm over [rows, cols]; AdaLayerNorm over [b, s, c] with (1 + scale) and
- * shift [b, 1, c], as in DiT blocks. */
+/* RMSNorm (with a bias under --rms-bias), LayerNorm over [rows, cols]; AdaLayerNorm over
+ * [b, s, c] with (1 + scale) and shift [b, 1, c], as in DiT blocks. */
 static frost_status build_norm(const bcase *c, bgraph *bg)
 {
     int ada = is_adaln(c->op), ln = ada || c->op == OP_LN_FWD || c->op == OP_LN_BWD, bwd = is_bwd(c->op);
