@@ -66,6 +66,17 @@ static int is_bwd(bench_op op)
 {
     return op % 2 == 1;
 }
+/* The row-norm options as a case uses them: the dtype of scale and bias when it differs from
+ * x's (FROST_DTYPE_INVALID: x's), and RMSNorm's bias; other ops ignore both. */
+static frost_dtype row_param_dtype(const bcase *c)
+{
+    return c->op >= OP_RMS_FWD && c->op <= OP_LN_BWD && c->param_dtype != c->dtype ? c->param_dtype
+                                                                                    : FROST_DTYPE_INVALID;
+}
+static int row_rms_bias(const bcase *c)
+{
+    return c->rms_bias && (c->op == OP_RMS_FWD || c->op == OP_RMS_BWD);
+}
 static void push(bcase c)
 {
     if (ncases < MAX_CASES)
@@ -158,9 +169,9 @@ static void json_case(frost__buf *f, const bcase *c)
         cnorm_json(f, c);
     else
         frost__buf_printf(f, ",\"rows\":%lld,\"cols\":%lld", (long long)c->rows, (long long)c->cols);
-    if (c->param_dtype && c->param_dtype != c->dtype)
-        frost__buf_printf(f, ",\"param_dtype\":\"%s\"", frost_dtype_name(c->param_dtype));
-    if (c->rms_bias && (c->op == OP_RMS_FWD || c->op == OP_RMS_BWD))
+    if (row_param_dtype(c))
+        frost__buf_printf(f, ",\"param_dtype\":\"%s\"", frost_dtype_name(row_param_dtype(c)));
+    if (row_rms_bias(c))
         frost__buf_printf(f, ",\"rms_bias\":true");
 }
 
@@ -174,9 +185,8 @@ static void case_label(const bcase *c, char *buf, size_t cap)
         cnorm_label(c, buf, cap);
     else
         snprintf(buf, cap, "%lld x %lld%s%s%s", (long long)c->rows, (long long)c->cols,
-                 c->param_dtype && c->param_dtype != c->dtype ? " params " : "",
-                 c->param_dtype && c->param_dtype != c->dtype ? frost_dtype_name(c->param_dtype) : "",
-                 c->rms_bias && (c->op == OP_RMS_FWD || c->op == OP_RMS_BWD) ? " bias" : "");
+                 row_param_dtype(c) ? " params " : "", row_param_dtype(c) ? frost_dtype_name(row_param_dtype(c)) : "",
+                 row_rms_bias(c) ? " bias" : "");
 }
 
 #endif /* FROST_BENCH_CASES_H */

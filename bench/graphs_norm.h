@@ -17,7 +17,7 @@
 static frost_status build_norm(const bcase *c, bgraph *bg)
 {
     int ada = is_adaln(c->op), ln = ada || c->op == OP_LN_FWD || c->op == OP_LN_BWD, bwd = is_bwd(c->op);
-    const int biased = ln || c->rms_bias; /* LayerNorm always; RMSNorm with --rms-bias */
+    const int biased = ln || row_rms_bias(c); /* LayerNorm always; RMSNorm with --rms-bias */
     int r = ada ? 3 : 2, pr = ada ? 3 : 1;
     int64_t xd[3] = {c->rows, c->cols}, pd[3] = {c->cols}, sd[3] = {c->rows, 1};
     if (ada) {
@@ -26,7 +26,7 @@ static frost_status build_norm(const bcase *c, bgraph *bg)
         xd[2] = pd[2] = c->c;
         pd[1] = sd[2] = 1;
     }
-    const frost_dtype pdt = c->param_dtype && !ada ? c->param_dtype : c->dtype;
+    const frost_dtype pdt = row_param_dtype(c) ? row_param_dtype(c) : c->dtype;
     frost_status s = FROST_OK;
     s = s ? s : add_in(bg, "x", c->dtype, r, xd, NULL, R_RANDOM);
     s = s ? s : add_in(bg, "scale", pdt, pr, pd, NULL, R_RANDOM);

@@ -260,6 +260,16 @@ static int usage(void)
     return 2;
 }
 
+/* The dtype a --dtype / --param-dtype value names (f32, f16, bf16), or FROST_DTYPE_INVALID. */
+static frost_dtype io_dtype(const char *v)
+{
+    static const frost_dtype io[] = {FROST_F32, FROST_F16, FROST_BF16};
+    for (size_t i = 0; i < sizeof io / sizeof io[0]; i++)
+        if (!strcmp(v, frost_dtype_name(io[i])))
+            return io[i];
+    return FROST_DTYPE_INVALID;
+}
+
 /* Parses argv into the ad-hoc case, the options and the suite/op selection; 0 on success. */
 static int parse(int argc, char **argv, bcase *c, bopts *o, const char **suite, const char **ops, const char **json)
 {
@@ -304,10 +314,10 @@ static int parse(int argc, char **argv, bcase *c, bopts *o, const char **suite, 
             c->bshd = !strcmp(v, "bshd");
         else if (!strcmp(a, "--layout") && (!strcmp(v, "nhwc") || !strcmp(v, "nchw")))
             c->nchw = !strcmp(v, "nchw");
-        else if (!strcmp(a, "--dtype") && (!strcmp(v, "bf16") || !strcmp(v, "f16") || !strcmp(v, "f32")))
-            c->dtype = !strcmp(v, "bf16") ? FROST_BF16 : !strcmp(v, "f16") ? FROST_F16 : FROST_F32;
-        else if (!strcmp(a, "--param-dtype") && (!strcmp(v, "bf16") || !strcmp(v, "f16") || !strcmp(v, "f32")))
-            c->param_dtype = !strcmp(v, "bf16") ? FROST_BF16 : !strcmp(v, "f16") ? FROST_F16 : FROST_F32;
+        else if (!strcmp(a, "--dtype") && io_dtype(v))
+            c->dtype = io_dtype(v);
+        else if (!strcmp(a, "--param-dtype") && io_dtype(v))
+            c->param_dtype = io_dtype(v);
         else
             return fprintf(stderr, "frost-bench: bad option %s %s\n", a, v), -1;
     }

@@ -138,6 +138,12 @@ static int param_words(const frost__norm_layout *l, int vec)
     return l->present ? vec * (l->dtype == FROST_F32 ? 4 : 2) / 4 : 0;
 }
 
+/* Words one unit of scale and bias together take in registers. */
+static int params_unit_words(const frost__norm_problem *p, int vec)
+{
+    return param_words(&p->slot[FROST__NORM_SCALE], vec) + param_words(&p->slot[FROST__NORM_BIAS], vec);
+}
+
 /* Resident blocks the forward's launch bounds ask for (0: the default), with the parameters
  * held in registers or not.  The held parameters take registers: LayerNorm's one-pass rows
  * of 2 units get bounds for 4 blocks (6 spilled), its 512 x 4 rows none (80 registers, one
@@ -150,12 +156,10 @@ static int fwd_min_blocks(const frost__norm_problem *p, const frost__norm_plan *
                           int ln_one_pass, int held)
 {
     int minb = wide ? (held && p->kind == FROST__NORM_LAYER ? 1 : 2) : 0;
-    const int param_words_unit =
-        param_words(&p->slot[FROST__NORM_SCALE], plan->vec) + param_words(&p->slot[FROST__NORM_BIAS], plan->vec);
-    if (narrow && p->kind == FROST__NORM_RMS)
-        minb = plan->nv <= 2 ? ((held && plan->group <= 32) || (!held && param_words_unit > 12) ? 5 : 6)
-               : held    ? 4
-                         : 3;
+    if (narrow && p->kind == FROST__NORM_RMS && plan->nv > 2)
+        minb = held ? 4 : 3;
+    else if (narrow && p->kind == FROST__NORM_RMS)
+        minb = (held && plan->group <= 32) || (!held && params_unit_words(p, plan->vec) > 12) ? 5 : 6;
     if (ln_one_pass)
         minb = plan->nv <= 2 ? (held ? 4 : 6) : 3;
     return frost__norm_tune("minb", minb);
@@ -170,8 +174,7 @@ static int held_params_fit(const frost__norm_problem *p, const frost__norm_plan 
     const int blocks = minb > 0 ? minb : plan->block <= 256 ? 2 : 1;
     int cap = 65536 / (plan->block * blocks) / 8 * 8;
     cap = cap > 255 ? 255 : cap;
-    const int words = plan->nv * (param_words(&p->slot[FROST__NORM_SCALE], plan->vec) +
-                                  param_words(&p->slot[FROST__NORM_BIAS], plan->vec));
+    const int words = plan->nv * params_unit_words(p, plan->vec);
     return 20 + 4 * plan->nv + words <= cap;
 }
 
