@@ -716,30 +716,22 @@ static void check_refusals(frost_context *gpu)
     expect_refusal(gpu, nhwc, nchw, "every data tensor in one layout; X is NHWC but Y's strides are [240, 30, 5, 1]");
 }
 
+static void run_index(int i, uint64_t seed, frost_context *cpu, frost_context *gpu)
+{
+    const ccase c = i < NUM_TABLE ? table[i] : random_case(seed, i);
+    run_case(&c, seed, i, cpu, gpu);
+}
+
+/* FROST_TEST_SMALL=1: only the table's cases marked small (for compute-sanitizer). */
+static int skip_index(int i)
+{
+    static int small = -1;
+    if (small < 0)
+        small = getenv("FROST_TEST_SMALL") && atoi(getenv("FROST_TEST_SMALL"));
+    return small && (i >= NUM_TABLE || !table[i].small);
+}
+
 int main(void)
 {
-    frost_context *gpu = tu_cuda_context_or_skip();
-    frost_context *cpu = NULL;
-    TU_OK(frost_context_create(NULL, &cpu));
-    const uint64_t seed = tu_seed(20261202);
-    const int filter = tu_case_filter(), small = getenv("FROST_TEST_SMALL") && atoi(getenv("FROST_TEST_SMALL"));
-    int run_count = 0;
-    for (int i = 0; i < NUM_TABLE + NUM_RANDOM; i++) {
-        if ((filter >= 0 && i != filter) || (small && (i >= NUM_TABLE || !table[i].small)))
-            continue;
-        const ccase c = i < NUM_TABLE ? table[i] : random_case(seed, i);
-        tu_case_begin();
-        run_case(&c, seed, i, cpu, gpu);
-        tu_case_end();
-        run_count++;
-    }
-    if (filter < 0) {
-        tu_case_begin();
-        check_refusals(gpu);
-        tu_case_end();
-        run_count++;
-    }
-    frost_context_destroy(cpu);
-    frost_context_destroy(gpu);
-    return tu_finish(run_count);
+    return tu_gpu_main(20261202, NUM_TABLE + NUM_RANDOM, skip_index, run_index, check_refusals);
 }

@@ -452,29 +452,13 @@ static void check_refusals(frost_context *gpu)
     expect_refusal(gpu, dims, outer_gapped, "row stride");
 }
 
+static void run_index(int i, uint64_t seed, frost_context *cpu, frost_context *gpu)
+{
+    const ncase c = i < NUM_TABLE ? table[i] : random_case(seed, i);
+    run_case(&c, seed, i, cpu, gpu);
+}
+
 int main(void)
 {
-    frost_context *gpu = tu_cuda_context_or_skip();
-    frost_context *cpu = NULL;
-    TU_OK(frost_context_create(NULL, &cpu));
-    uint64_t seed = tu_seed(20261202);
-    int filter = tu_case_filter(), run_count = 0;
-    for (int i = 0; i < NUM_TABLE + NUM_RANDOM; i++) {
-        if (filter >= 0 && i != filter)
-            continue;
-        ncase c = i < NUM_TABLE ? table[i] : random_case(seed, i);
-        tu_case_begin();
-        run_case(&c, seed, i, cpu, gpu);
-        tu_case_end();
-        run_count++;
-    }
-    if (filter < 0) {
-        tu_case_begin();
-        check_refusals(gpu);
-        tu_case_end();
-        run_count++;
-    }
-    frost_context_destroy(cpu);
-    frost_context_destroy(gpu);
-    return tu_finish(run_count);
+    return tu_gpu_main(20261202, NUM_TABLE + NUM_RANDOM, NULL, run_index, check_refusals);
 }

@@ -280,31 +280,15 @@ static void check_refusals(frost_context *gpu)
     expect_refusal(gpu, FROST_F16, 12, 12, "multiple of 8");
 }
 
+enum { NUM_TABLE = (int)(sizeof table / sizeof table[0]), NUM_RANDOM = 30 };
+
+static void run_index(int i, uint64_t seed, frost_context *cpu, frost_context *gpu)
+{
+    const bcase c = i < NUM_TABLE ? table[i] : random_case(seed, i);
+    run_case(&c, seed, i, cpu, gpu);
+}
+
 int main(void)
 {
-    frost_context *gpu = tu_cuda_context_or_skip();
-    frost_context *cpu = NULL;
-    TU_OK(frost_context_create(NULL, &cpu));
-    uint64_t seed = tu_seed(20261204);
-    int filter = tu_case_filter();
-    enum { RANDOM_CASES = 30 };
-    int n_table = (int)(sizeof table / sizeof table[0]), total = n_table + RANDOM_CASES, run_count = 0;
-    for (int i = 0; i < total; i++) {
-        if (filter >= 0 && i != filter)
-            continue;
-        bcase c = i < n_table ? table[i] : random_case(seed, i);
-        tu_case_begin();
-        run_case(&c, seed, i, cpu, gpu);
-        tu_case_end();
-        run_count++;
-    }
-    if (filter < 0) {
-        tu_case_begin();
-        check_refusals(gpu);
-        tu_case_end();
-        run_count++;
-    }
-    frost_context_destroy(cpu);
-    frost_context_destroy(gpu);
-    return tu_finish(run_count);
+    return tu_gpu_main(20261204, NUM_TABLE + NUM_RANDOM, NULL, run_index, check_refusals);
 }

@@ -178,3 +178,32 @@ int tu_run_cuda(frost_graph *g, const frost__device *dev, const tu_slots *s, int
         frost__dev_free(dev, ws);
     return 1;
 }
+
+int tu_gpu_main(uint64_t default_seed, int num_cases, int (*skip)(int index),
+                void (*run_one)(int index, uint64_t seed, frost_context *cpu, frost_context *gpu),
+                void (*refusals)(frost_context *gpu))
+{
+    frost_context *gpu = tu_cuda_context_or_skip();
+    frost_context *cpu = NULL;
+    TU_OK(frost_context_create(NULL, &cpu));
+    const uint64_t seed = tu_seed(default_seed);
+    const int only = tu_case_filter();
+    int run_count = 0;
+    for (int i = 0; i < num_cases; i++) {
+        if ((only >= 0 && i != only) || (skip && skip(i)))
+            continue;
+        tu_case_begin();
+        run_one(i, seed, cpu, gpu);
+        tu_case_end();
+        run_count++;
+    }
+    if (only < 0 && refusals) {
+        tu_case_begin();
+        refusals(gpu);
+        tu_case_end();
+        run_count++;
+    }
+    frost_context_destroy(cpu);
+    frost_context_destroy(gpu);
+    return tu_finish(run_count);
+}

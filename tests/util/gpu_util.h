@@ -74,4 +74,14 @@ void tu_run_ref(frost_graph *g, const tu_slots *s);
  * when the build failed. */
 int tu_run_cuda(frost_graph *g, const frost__device *dev, const tu_slots *s, int misalign, int repeat);
 
+/* ---- the case loop ---- */
+/* The main of a GPU test: exits 77 (skipped) without a CUDA device; otherwise runs cases
+ * 0 .. num_cases-1 with a CPU and a CUDA context (only FROST_TEST_CASE's when set; a case
+ * for which `skip` returns nonzero is left out), then, unless one case was asked for, the
+ * refusal checks.  Each is wrapped in tu_case_begin / tu_case_end; the seed is
+ * tu_seed(default_seed).  Returns tu_finish's exit code. */
+int tu_gpu_main(uint64_t default_seed, int num_cases, int (*skip)(int index),
+                void (*run_one)(int index, uint64_t seed, frost_context *cpu, frost_context *gpu),
+                void (*refusals)(frost_context *gpu));
+
 #endif /* FROST_TEST_GPU_UTIL_H */
