@@ -494,11 +494,5 @@ static void run_index(frost_context *ctx, int index, uint64_t seed)
 
 int main(void)
 {
-    const uint64_t seed = tu_seed(20261202);
-    TU_OK(frost_context_create(NULL, &cpu));
-    if (!cpu)
-        return tu_finish(0);
-    const int run_count = tu_run_cases(cpu, seed, NUM_TABLE + NUM_RANDOM, norm_ref_validation_walk, run_index);
-    frost_context_destroy(cpu);
-    return tu_finish(run_count);
+    return tu_ref_main(&cpu, 20261202, NUM_TABLE + NUM_RANDOM, norm_ref_validation_walk, run_index);
 }

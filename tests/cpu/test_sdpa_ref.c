@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "sdpa_ref.h"
+#include "ref_test_util.h"
 
 #define SHAPE(B, HQ, HKV, SQ, SKV, DQK, DV) .b = B, .h_q = HQ, .h_kv = HKV, .s_q = SQ, .s_kv = SKV, .d_qk = DQK, .d_v = DV
 #define F32 FROST_F32
@@ -467,23 +468,16 @@ static sdpa_case random_case(uint64_t seed, int index, int backward)
     return c;
 }
 
+enum { NUM_TABLE = (int)(sizeof table / sizeof table[0]), RANDOM_FWD = 600, RANDOM_BWD = 400 };
+
+static void run_index(frost_context *ctx, int i, uint64_t seed)
+{
+    const sdpa_case c = i < NUM_TABLE ? table[i] : random_case(seed, i, i >= NUM_TABLE + RANDOM_FWD);
+    run_case(&c, seed, i, ctx);
+}
+
 int main(void)
 {
-    uint64_t seed = tu_seed(20261202);
-    int filter = tu_case_filter();
-    enum { RANDOM_FWD = 600, RANDOM_BWD = 400 };
-    int n_table = (int)(sizeof table / sizeof table[0]), total = n_table + RANDOM_FWD + RANDOM_BWD, run_count = 0;
     frost_context *ctx = NULL;
-    TU_OK(frost_context_create(NULL, &ctx));
-    for (int i = 0; i < total; i++) {
-        if (filter >= 0 && i != filter)
-            continue;
-        sdpa_case c = i < n_table ? table[i] : random_case(seed, i, i >= n_table + RANDOM_FWD);
-        tu_case_begin();
-        run_case(&c, seed, i, ctx);
-        tu_case_end();
-        run_count++;
-    }
-    frost_context_destroy(ctx);
-    return tu_finish(run_count);
+    return tu_ref_main(&ctx, 20261202, NUM_TABLE + RANDOM_FWD + RANDOM_BWD, NULL, run_index);
 }

@@ -146,3 +146,18 @@ int tu_run_cases(frost_context *ctx, uint64_t seed, int num_cases, void (*valida
     }
     return run_count;
 }
+
+int tu_ref_main(frost_context **ctx, uint64_t default_seed, int num_cases, void (*validation_walk)(frost_context *ctx),
+                void (*run_one)(frost_context *ctx, int index, uint64_t seed))
+{
+    const uint64_t seed = tu_seed(default_seed);
+    frost_context *c = NULL;
+    TU_OK(frost_context_create(NULL, &c));
+    if (!c)
+        return tu_finish(0);
+    *ctx = c;
+    const int run_count = tu_run_cases(c, seed, num_cases, validation_walk, run_one);
+    frost_context_destroy(c);
+    *ctx = NULL;
+    return tu_finish(run_count);
+}

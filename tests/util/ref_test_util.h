@@ -58,5 +58,10 @@ void tu_slots_same_on_reexecute(frost_graph *g, const frost_binding *bind, int n
  * the number of cases run, for tu_finish. */
 int tu_run_cases(frost_context *ctx, uint64_t seed, int num_cases, void (*validation_walk)(frost_context *ctx),
                  void (*run_one)(frost_context *ctx, int index, uint64_t seed));
+/* The main of a ref test: creates the CPU context (also stored in *ctx, for a file that keeps
+ * it), runs tu_run_cases on it with seed tu_seed(default_seed), destroys it and returns
+ * tu_finish's exit code. */
+int tu_ref_main(frost_context **ctx, uint64_t default_seed, int num_cases, void (*validation_walk)(frost_context *ctx),
+                void (*run_one)(frost_context *ctx, int index, uint64_t seed));
 
 #endif /* FROST_TEST_REF_TEST_UTIL_H */
