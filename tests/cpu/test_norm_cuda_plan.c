@@ -42,10 +42,14 @@ static const plan_case cases[] = {
     {"ln fwd f32 4096: 512 x 2 units, persistent", 0, 0, 8192, 4096, FROST_F32, NULL, 512, 2, 0, 2, 1, "NV=2"},
     {"rms fwd 16384: 4 units, two blocks a SM, one-pass", 1, 0, 4096, 16384, FROST_BF16, NULL, 512, 4, 0, 2, 0,
      "MINB=2"},
-    {"ln fwd 16384: 4 units, persistent, no residency bound", 0, 0, 4096, 16384, FROST_BF16, NULL, 512, 4, 0, 2, 1,
+    {"ln fwd 16384: 4 units, two blocks a SM, one-pass", 0, 0, 4096, 16384, FROST_BF16, NULL, 512, 4, 0, 2, 0,
+     "MINB=2"},
+    {"ln fwd f16 16384 loads its parameters per row", 0, 0, 8192, 16384, FROST_F16, NULL, 512, 4, 0, 2, 0,
+     "STAGES=2"},
+    {"tune: preg=1 holds the parameters, one block a SM", 0, 0, 4096, 16384, FROST_BF16, "preg=1", 512, 4, 0, 2, 0,
      "MINB=1"},
-    {"tune: preg=0 keeps the per-row parameter loads and two blocks", 0, 0, 4096, 16384, FROST_BF16, "preg=0", 512, 4,
-     0, 2, 1, "MINB=2"},
+    {"tune: persist=1 on 16384 LayerNorm rows", 0, 0, 4096, 16384, FROST_BF16, "persist=1", 512, 4, 0, 2, 1,
+     "MINB=2"},
     {"tune: preg=0 on 4096 LayerNorm rows: 6 blocks", 0, 0, 16384, 4096, FROST_BF16, "preg=0", 256, 2, 0, 2, 0,
      "MINB=6"},
     {"rms fwd 128: groups of 8 hold parameters, 5 blocks", 1, 0, 262144, 128, FROST_BF16, NULL, 8, 2, 0, 2, 0,
@@ -54,7 +58,7 @@ static const plan_case cases[] = {
     {"rms fwd 5120: 256 x 3 units, one row a group", 1, 0, 16384, 5120, FROST_BF16, NULL, 256, 3, 0, 2, 0, "NV=3"},
     {"tune: nv=2 keeps rms fwd 5120 at 512 x 2", 1, 0, 16384, 5120, FROST_BF16, "nv=2", 512, 2, 0, 2, 1, "NV=2"},
     {"rms fwd f32 5120 (1280 units): 1024 x 2, untouched", 1, 0, 16384, 5120, FROST_F32, NULL, 1024, 2, 0, 2, 1, "NV=2"},
-    {"ln fwd 16384 converts its row to f32 once", 0, 0, 4096, 16384, FROST_BF16, NULL, 512, 4, 0, 2, 1, "LN_WIDE"},
+    {"ln fwd 16384 converts its row to f32 once", 0, 0, 4096, 16384, FROST_BF16, NULL, 512, 4, 0, 2, 0, "LN_WIDE"},
     {"tune: xf32=1 reaches 4096-column keys", 0, 0, 16384, 4096, FROST_BF16, "xf32=1", 256, 2, 0, 2, 0, "LN_WIDE"},
     {"rms fwd 32768: chunked", 1, 0, 1024, 32768, FROST_BF16, NULL, 1024, 2, 1, 0, 1, "LOOPED"},
     {"rms bwd 4096", 1, 1, 16384, 4096, FROST_BF16, NULL, 256, 2, 0, 2, 1, "DSCALE"},
@@ -73,7 +77,7 @@ static const plan_case cases[] = {
     {"tune: stages=0 is register prefetch", 0, 0, 8192, 8192, FROST_BF16, "stages=0", 256, 4, 0, 0, 0, NULL},
     {"tune: persist=0 on a backward is ignored", 1, 1, 16384, 4096, FROST_BF16, "persist=0", 256, 2, 0, 2, 1, NULL},
     {"ln fwd 1024: equal-count merges", 0, 0, 65536, 1024, FROST_BF16, NULL, 64, 2, 0, 2, 0, "LN_EQUAL"},
-    {"ln fwd 16384: 512-thread rows merge per warp", 0, 0, 4096, 16384, FROST_BF16, NULL, 512, 4, 0, 2, 1, "LN_MERGE"},
+    {"ln fwd 16384: 512-thread rows merge per warp", 0, 0, 4096, 16384, FROST_BF16, NULL, 512, 4, 0, 2, 0, "LN_MERGE"},
     {"tune: lnm=1 on 4096", 0, 0, 16384, 4096, FROST_BF16, "lnm=1", 256, 2, 0, 2, 0, "LN_MERGE"},
     {"tune: lnm=2 on 5120 (not full) keeps two reductions", 0, 0, 16384, 5120, FROST_BF16, "lnm=2", 512, 2, 0, 2, 1,
      "NV=2"},
@@ -103,7 +107,7 @@ static const plan_case cases[] = {
     {"tune: sahead=3 reaches the key", 0, 1, 16384, 4096, FROST_BF16, "sahead=3", 256, 2, 0, 2, 1,
      "BWD_STATS_AHEAD=3"},
     {"tune: split=2,nv=2 forward: LN_MERGE halves stay whole", 0, 0, 4096, 16384, FROST_BF16, "split=2,nv=2", 512, 4,
-     0, 2, 1, "LN_MERGE"},
+     0, 2, 0, "LN_MERGE"},
     {"split: 12288 halves do not fill their groups", 0, 1, 1024, 12288, FROST_BF16, "split=2", 512, 3, 0, 2, 1,
      "NV=3"},
 };
@@ -200,8 +204,13 @@ static void run_case(int index, const plan_case *c)
         const int narrow = !c->backward && plan.vec > 1 && !plan.looped && plan.block == 256;
         /* forward vector rows hold their parameter units in registers unless preg=0, which
          * changes the bounds: LayerNorm's one-pass 2-unit rows 4, its 512 x 4 rows 1;
-         * RMSNorm's 8-thread groups 5, its 256 x 4 rows 4 */
-        int held = !c->backward && plan.vec > 1 && !plan.looped && !(c->tune && strstr(c->tune, "preg=0")), want_minb;
+         * RMSNorm's 8-thread groups 5, its 256 x 4 rows 4.  LayerNorm's 512 x 4 rows with
+         * 16-bit I/O load theirs per row (two blocks) unless preg=1 or preg=2 asks to hold them */
+        const int ln_wide = ln && plan.block == 512 && plan.nv == 4 && plan.vec == 8;
+        const int preg_on = c->tune && (strstr(c->tune, "preg=1") || strstr(c->tune, "preg=2"));
+        int held = !c->backward && plan.vec > 1 && !plan.looped && !(c->tune && strstr(c->tune, "preg=0")) &&
+                   (!ln_wide || preg_on),
+            want_minb;
         for (;; held = 0) {
             want_minb = c->tune && strstr(c->tune, "minb=") ? atoi(strstr(c->tune, "minb=") + 5)
                         : narrow && c->rms ? (plan.nv <= 2 ? (held && plan.group <= 32 ? 5 : 6) : held ? 4 : 3)

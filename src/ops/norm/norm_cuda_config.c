@@ -366,8 +366,8 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
             plan->block = block;
     }
     /* Forward rows of 512 threads x 4 units (16384 bf16 columns): launch bounds for two
-     * resident blocks (64 registers; sweep 3: 1.07x LayerNorm) and, for RMSNorm, a one-pass
-     * grid (1.14x). */
+     * resident blocks (64 registers; sweep 3: 1.07x LayerNorm) and a one-pass grid (RMSNorm
+     * 1.14x; LayerNorm's below, ln_wide). */
     const int wide = !p->backward && vector && !plan->looped && plan->block == 512 && plan->nv == 4;
     /* LayerNorm forward rows that fill their row group exactly (LN_MERGE below) */
     const int full_rows = vector && !plan->looped && plan->group > 32 &&
@@ -389,7 +389,14 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
      * 4096 and 1024 columns, 1.04x at 8192, 1.05x at 16384, 1.09x at 1000; RMSNorm 1.02x at
      * 4096 and 1024, 1.04x at 16384, 1.06x at 1000. */
     const int ln_one_pass = narrow && p->kind == FROST__NORM_LAYER && full_rows;
-    const int preg = frost__norm_tune("preg", 1);
+    /* LayerNorm's 512 x 4 rows with 16-bit I/O (16384 columns) run as RMSNorm's: parameters
+     * loaded per row, two blocks an SM, a one-pass grid.  H100, 2026-12-06 23:45 UTC
+     * (docs/PERF.md): 1.09x at 4096 and 8192 rows against one block an SM holding its
+     * parameters on the persistent grid, which had run 1.05x two blocks on that grid
+     * (2026-12-04 20:37 UTC).  f32 rows and AdaLayerNorm's per-sample rows were not timed
+     * and keep the persistent grid. */
+    const int ln_wide = wide && p->kind == FROST__NORM_LAYER && io_bytes == 2 && !p->per_sample_params;
+    const int preg = frost__norm_tune("preg", ln_wide ? 0 : 1);
     int held = preg && !p->backward && vector && !plan->looped && !p->per_sample_params;
     if (held && preg != 2 && !held_params_fit(p, plan, fwd_min_blocks(p, plan, wide, narrow, ln_one_pass, 1)))
         held = 0;
@@ -407,7 +414,7 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
      * against the persistent loop (sweep 26, 2026-12-03, docs/PERF.md).  Longer rows that
      * do not fill the group keep the persistent loop (5120 columns: 0.84x). */
     const int ln_short = narrow && p->kind == FROST__NORM_LAYER && !full_rows && plan->nv <= 2;
-    plan->persistent = p->backward || frost__norm_tune("persist", !ln_one_pass && !ln_short &&
+    plan->persistent = p->backward || frost__norm_tune("persist", !ln_one_pass && !ln_short && !ln_wide &&
                                                                       (p->kind != FROST__NORM_RMS ||
                                                                        (plan->block > 256 && !wide)));
     plan->trips = plan->persistent ? 1 : frost__norm_tune("trips", ln_one_pass || ln_short ? 2 : 1);
