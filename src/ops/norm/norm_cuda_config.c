@@ -386,8 +386,9 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
      * (PARAMS_REG, norm_fwd.cu), loaded once next to the first row's x rather than once a row
      * after the statistics; AdaLayerNorm's per-sample rows load theirs per row.  On the H200
      * (2026-12-04 16:08 UTC, docs/PERF.md) with the launch bounds below: LayerNorm 1.03x at
-     * 4096 and 1024 columns, 1.04x at 8192, 1.05x at 16384, 1.09x at 1000; RMSNorm 1.02x at
-     * 4096 and 1024, 1.04x at 16384, 1.06x at 1000. */
+     * 4096 and 1024 columns, 1.04x at 8192, 1.05x at 16384 (since given up for the one-pass
+     * grid, ln_wide below), 1.09x at 1000; RMSNorm 1.02x at 4096 and 1024, 1.04x at 16384,
+     * 1.06x at 1000. */
     const int ln_one_pass = narrow && p->kind == FROST__NORM_LAYER && full_rows;
     /* LayerNorm's 512 x 4 rows with 16-bit I/O (16384 columns) run as RMSNorm's: parameters
      * loaded per row, two blocks an SM, a one-pass grid.  H100, 2026-12-06 23:45 UTC
