@@ -17,7 +17,7 @@
 #define MAX_SETS 256
 
 typedef struct bopts {
-    int runs, warmup, sets, device, list, explain, cpu, exact;
+    int runs, warmup, sets, device, list, explain, cpu, exact, check;
     uint64_t seed;
 } bopts;
 
@@ -42,6 +42,10 @@ typedef struct bresult {
     char reason[512];
     double ms, ms_min;
     int runs, sets, nonfinite;
+    /* --check: 1 passed, -1 failed, 0 not run; the worst tensor's error and name */
+    int check;
+    double check_err;
+    char check_tensor[64];
 } bresult;
 
 typedef struct bstate { /* one built case: its graph, rotated input sets and workspace */
@@ -57,6 +61,8 @@ float bench_rng_unit(uint64_t *s);
 frost_status bench_mem_alloc(const frost__device *dev, size_t bytes, void **p);
 /* Copies host memory to dst on the device (or the host when dev is NULL). */
 frost_status bench_copy_in(const frost__device *dev, void *dst, const void *src, size_t bytes);
+/* Copies device memory (host memory when dev is NULL) to the host. */
+frost_status bench_copy_out(const frost__device *dev, void *dst, const void *src, size_t bytes);
 /* Records a failure: its status and "where: frost's last error" on one line. */
 void bench_fail(bresult *r, frost_status s, const char *where);
 
@@ -70,6 +76,12 @@ frost_status bench_fill_random(const frost__device *dev, pools *pl, void *dst, f
  * (>= 50 ms) unless --exact; writes the median, the minimum and the count of non-finite
  * output elements to r (or the failure). */
 void bench_measure(bstate *st, const bopts *o, bresult *r);
+/* --check's comparison of one tensor: the largest |got - ref| over the largest |ref| (0 when
+ * ref is all zeros and got equals it), or INFINITY when NaN stands where the other has a
+ * number (an element not written, or a non-finite result). */
+double bench_rel_err(const void *got, const void *ref, frost_dtype dt, int64_t n);
+/* The error --check allows a tensor of dtype dt: 2^-6 for 16-bit data, 1e-3 for f32. */
+double bench_check_tol(frost_dtype dt);
 /* Frees the input sets, the workspace, the graph and st itself. */
 void bench_state_free(bstate *st);
 

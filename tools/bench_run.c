@@ -40,6 +40,31 @@ frost_status bench_copy_in(const frost__device *dev, void *dst, const void *src,
     return dev ? frost__dev_copy_htod(dev, dst, src, bytes) : (memcpy(dst, src, bytes), FROST_OK);
 }
 
+frost_status bench_copy_out(const frost__device *dev, void *dst, const void *src, size_t bytes)
+{
+    return dev ? frost__dev_copy_dtoh(dev, dst, src, bytes) : (memcpy(dst, src, bytes), FROST_OK);
+}
+
+double bench_rel_err(const void *got, const void *ref, frost_dtype dt, int64_t n)
+{
+    double diff = 0, scale = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double g = frost__load_elem(got, i, dt), r = frost__load_elem(ref, i, dt);
+        if (isnan(g) != isnan(r) || isinf(g) != isinf(r) || (isinf(r) && g != r))
+            return INFINITY;
+        if (!isfinite(r))
+            continue;
+        diff = fabs(g - r) > diff ? fabs(g - r) : diff;
+        scale = fabs(r) > scale ? fabs(r) : scale;
+    }
+    return diff == 0 ? 0 : scale > 0 ? diff / scale : INFINITY;
+}
+
+double bench_check_tol(frost_dtype dt)
+{
+    return frost_dtype_size(dt) == 2 ? 1.0 / 64 : 1e-3;
+}
+
 static double now_ms(void)
 {
     struct timespec ts;

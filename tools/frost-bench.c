@@ -17,6 +17,9 @@
  *   --rms-bias (RMSNorm with a bias: y = x_hat * w + b, and d_bias in the backward)
  *   --seed N  --device N  --explain (print frost_graph_explain per case)
  *   --exact (exactly --warmup and --runs; otherwise both grow to ~100 ms and ~50 ms)
+ * --check runs each case once more after timing and compares every tensor with the CPU
+ * reference engine's result for the same inputs (check_case; slow for large attention
+ * cases): a sweep's settings then come with their correctness.
  * --list prints the cases as JSON lines and needs no GPU.  --cpu runs the same harness on the
  * CPU reference engine (host memory, wall clock): a check of the tool, not a performance
  * number.  Exit: 0 all cases ran or were refused, 1 a case failed, 2 usage, 77 no GPU.
@@ -128,6 +131,11 @@ static frost_status fill_stats(const frost__device *dev, const bcase *c, void *d
     return s;
 }
 
+static frost_status build_case(const bcase *c, bgraph *bg)
+{
+    return is_sdpa(c->op) ? build_sdpa(c, bg) : is_cnorm(c->op) ? build_cnorm(c, bg) : build_norm(c, bg);
+}
+
 /* ---- running one case ------------------------------------------------------------------- */
 /* Builds the graph, then allocates and fills the input sets: enough that the rotated sets
  * exceed 2 x L2, at least 3 (or --sets), never more than half of the device memory. */
@@ -136,9 +144,7 @@ static frost_status setup(bstate *st, const bcase *c, const bopts *o, pools *pl,
     const frost__device *dev = st->dev;
     size_t wsb = 0, set_bytes = 0;
     uint64_t rng = o->seed * 0x9E37ull + (uint64_t)c->op;
-    frost_status s = is_sdpa(c->op)    ? build_sdpa(c, &st->bg)
-                     : is_cnorm(c->op) ? build_cnorm(c, &st->bg)
-                                       : build_norm(c, &st->bg);
+    frost_status s = build_case(c, &st->bg);
     if (s)
         return bench_fail(r, s, "add"), s;
     s = frost_graph_build(st->bg.g, NULL);
@@ -180,7 +186,82 @@ static frost_status setup(bstate *st, const bcase *c, const bopts *o, pools *pl,
     return FROST_OK;
 }
 
-static void time_case(frost_context *ctx, const bcase *c, const bopts *o, pools *pl, bresult *r)
+/* --check, after the timed runs: input set 0 goes to the host, its outputs are poisoned
+ * (NaN) and the engine under test runs it once more; the same case, built on the CPU
+ * context, runs on the host copy through the reference engine.  Every bound tensor is then
+ * compared, the inputs too (they must come back as they went in, or as the reference
+ * updates them in place: BatchNorm's running statistics).  FROST_BENCH_CHECK_FLIP=1
+ * negates the engine's first output element before the comparison, so that a test can see
+ * the check fail. */
+static void check_case(frost_context *cpu, const bcase *c, bstate *st, bresult *r)
+{
+    bgraph ref = {0};
+    void *host[MAX_T] = {0}, *got[MAX_T] = {0}, *ws = NULL;
+    frost_binding bind[MAX_T];
+    size_t wsb = 0;
+    const int nt = st->bg.nt;
+    frost_status s = frost_graph_create(cpu, &ref.g);
+    s = s ? s : build_case(c, &ref);
+    s = s ? s : frost_graph_build(ref.g, NULL);
+    s = s ? s : bench_resolve(&ref);
+    s = s ? s : frost_graph_workspace_size(ref.g, &wsb);
+    if (!s && ref.nt != nt)
+        s = frost__fail(FROST_INTERNAL, "the reference graph binds %d tensors, the timed one %d", ref.nt, nt);
+    if (!s && wsb && !(ws = malloc(wsb)))
+        s = FROST_OUT_OF_MEMORY;
+    for (int i = 0; !s && i < nt; i++) {
+        const size_t bytes = (size_t)st->bg.span[i] * frost_dtype_size(st->bg.dt[i]);
+        host[i] = malloc(bytes ? bytes : 16), got[i] = malloc(bytes ? bytes : 16);
+        if (!host[i] || !got[i])
+            s = FROST_OUT_OF_MEMORY;
+        else if (st->bg.role[i] != R_OUTPUT)
+            s = bench_copy_out(st->dev, host[i], st->ptr[0][i], bytes);
+        else if (memset(got[i], 0xff, bytes), memset(host[i], 0xff, bytes), 1)
+            s = bench_copy_in(st->dev, st->ptr[0][i], got[i], bytes); /* all-ones bits: NaN */
+    }
+    for (int i = 0; !s && i < nt; i++)
+        bind[i] = (frost_binding){st->bg.id[i], st->ptr[0][i]};
+    s = s ? s : frost_graph_execute(st->bg.g, bind, nt, st->ws, NULL);
+    s = s ? s : st->dev ? frost__dev_synchronize(st->dev) : FROST_OK;
+    for (int i = 0; !s && i < nt; i++)
+        s = bench_copy_out(st->dev, got[i], st->ptr[0][i], (size_t)st->bg.span[i] * frost_dtype_size(st->bg.dt[i]));
+    for (int i = 0; !s && i < nt; i++)
+        bind[i] = (frost_binding){ref.id[i], host[i]};
+    s = s ? s : frost_graph_execute(ref.g, bind, nt, ws, NULL);
+    if (s) {
+        bench_fail(r, s, "check");
+    } else {
+        const char *flip = getenv("FROST_BENCH_CHECK_FLIP");
+        for (int i = 0; flip && atoi(flip) && i < nt; i++)
+            if (st->bg.role[i] == R_OUTPUT && st->bg.span[i] > 0) {
+                frost__store_elem(got[i], 0, st->bg.dt[i], -frost__load_elem(got[i], 0, st->bg.dt[i]) - 1.0);
+                break;
+            }
+        r->check = 1;
+        double worst = -1; /* the worst tensor: the largest error over its tolerance */
+        for (int k = 0; k < 2 * nt; k++) { /* the outputs first, so that a tie names an output */
+            const int i = k % nt;
+            if ((st->bg.role[i] == R_OUTPUT) != (k < nt))
+                continue;
+            const double e = bench_rel_err(got[i], host[i], st->bg.dt[i], st->bg.span[i]);
+            if (!(e / bench_check_tol(st->bg.dt[i]) <= worst)) {
+                frost_tensor_desc d;
+                worst = e / bench_check_tol(st->bg.dt[i]);
+                r->check_err = e;
+                snprintf(r->check_tensor, sizeof r->check_tensor, "%s",
+                         frost_graph_tensor_desc(st->bg.g, st->bg.id[i], &d) == FROST_OK && d.name ? d.name : "?");
+            }
+            if (!(e <= bench_check_tol(st->bg.dt[i])))
+                r->check = -1;
+        }
+    }
+    for (int i = 0; i < nt; i++)
+        free(host[i]), free(got[i]);
+    free(ws);
+    frost_graph_destroy(ref.g);
+}
+
+static void time_case(frost_context *ctx, frost_context *cpu, const bcase *c, const bopts *o, pools *pl, bresult *r)
 {
     bstate *st = calloc(1, sizeof *st);
     frost_status s = st ? frost_graph_create(ctx, &st->bg.g) : FROST_OUT_OF_MEMORY;
@@ -192,6 +273,8 @@ static void time_case(frost_context *ctx, const bcase *c, const bopts *o, pools 
     st->dev = ctx->device;
     if (!setup(st, c, o, pl, r))
         bench_measure(st, o, r);
+    if (cpu && r->status == FROST_OK)
+        check_case(cpu, c, st, r);
     bench_state_free(st);
 }
 
@@ -223,13 +306,22 @@ static void report(const bcase *c, const bresult *r, FILE *jf, frost__buf *all)
     if (r->status == FROST_OK) {
         double rate = flops ? work / (r->ms * 1e-3) / 1e12 : work / (r->ms * 1e-3) / 1e9;
         double peak = flops ? PEAK_TFLOPS : PEAK_GBPS;
-        printf("%-16s %-5s %-36s %9.4f %9.1f %s %5.0f%%%s\n", op_names[c->op], frost_dtype_name(c->dtype), label,
+        char chk[128] = "";
+        if (r->check)
+            snprintf(chk, sizeof chk, "  check %s %.2e (%s)", r->check > 0 ? "ok" : "FAILED", r->check_err,
+                     r->check_tensor);
+        printf("%-16s %-5s %-36s %9.4f %9.1f %s %5.0f%%%s%s\n", op_names[c->op], frost_dtype_name(c->dtype), label,
                r->ms, rate, flops ? "TFLOP/s" : "GB/s   ", 100.0 * rate / peak,
-               r->nonfinite ? "  NONFINITE OUTPUT" : "");
+               r->nonfinite ? "  NONFINITE OUTPUT" : "", chk);
         frost__buf_printf(&j, ",\"ms\":%.6f,\"ms_min\":%.6f,\"%s\":%.3f,\"runs\":%d,\"sets\":%d,\"status\":\"OK\"",
                           r->ms, r->ms_min, flops ? "tflops" : "gbps", rate, r->runs, r->sets);
         if (r->nonfinite)
             frost__buf_printf(&j, ",\"nonfinite\":%d", r->nonfinite);
+        if (r->check) {
+            frost__buf_printf(&j, ",\"check\":\"%s\",\"check_err\":%.3e,\"check_tensor\":",
+                              r->check > 0 ? "ok" : "FAILED", isfinite(r->check_err) ? r->check_err : 1e308);
+            json_str(&j, r->check_tensor);
+        }
     } else {
         printf("%-16s %-5s %-36s %s (%s): %s\n", op_names[c->op], frost_dtype_name(c->dtype), label,
                r->status == FROST_NOT_SUPPORTED ? "refused" : "FAILED", frost_status_name(r->status), r->reason);
@@ -253,7 +345,7 @@ static int usage(void)
                     "       --s N --s-q N --s-kv N --d N --d-v N --causal --layout bhsd|bshd] [--rows N --cols N]\n"
                     "       [--n N --c N --height N --width N --groups N --layout nhwc|nchw]\n"
                     "       [--dtype bf16|f16|f32] [--param-dtype bf16|f16|f32] [--runs N] [--warmup N] [--sets N]\n"
-                    "       [--rms-bias] [--seed N] [--device N] [--json FILE] [--list] [--explain] [--cpu] [--exact]\n"
+                    "       [--rms-bias] [--seed N] [--device N] [--json FILE] [--list] [--explain] [--cpu] [--exact] [--check]\n"
                     "  OP: sdpa_fwd sdpa_bwd rmsnorm_fwd rmsnorm_bwd layernorm_fwd layernorm_bwd groupnorm_fwd\n"
                     "      groupnorm_bwd instancenorm_fwd instancenorm_bwd batchnorm_fwd batchnorm_bwd\n"
                     "      adalayernorm_fwd adalayernorm_bwd (AdaLayerNorm: --b, --s, --c)\n");
@@ -283,7 +375,7 @@ static int parse(int argc, char **argv, bcase *c, bopts *o, const char **suite, 
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         struct { const char *name; int *v; } flags[] = {
             {"--causal", &c->causal}, {"--list", &o->list}, {"--explain", &o->explain}, {"--cpu", &o->cpu},
-            {"--exact", &o->exact}, {"--rms-bias", &c->rms_bias}};
+            {"--exact", &o->exact}, {"--rms-bias", &c->rms_bias}, {"--check", &o->check}};
         int f = 0, nf = (int)(sizeof flags / sizeof flags[0]);
         while (f < nf && strcmp(a, flags[f].name))
             f++;
@@ -369,7 +461,7 @@ int main(int argc, char **argv)
     }
 
     frost_context_options co = {.kind = o.cpu ? FROST_DEVICE_CPU : FROST_DEVICE_CUDA, .device_index = o.device};
-    frost_context *ctx = NULL;
+    frost_context *ctx = NULL, *cpu = NULL;
     FILE *jf = NULL;
     frost_status s = frost_context_create(&co, &ctx);
     if (s != FROST_OK) {
@@ -380,10 +472,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "frost-bench: %s: %s\n", frost_status_name(s), frost_last_error());
     else if (json_path && !(jf = fopen(json_path, "w")))
         perror(json_path);
+    else if (o.check && (s = frost_context_create(NULL, &cpu)) != FROST_OK)
+        fprintf(stderr, "frost-bench: --check: no CPU context (%s): %s\n", frost_status_name(s), frost_last_error());
     else
         rc = 0;
     if (rc)
-        return frost_context_destroy(ctx), 1;
+        return frost_context_destroy(ctx), jf ? fclose(jf) : 0, 1;
     printf("frost-bench %s on %s\nmedian of >= %d runs after >= 100 ms warm-up; rotating input sets (>= 3 and "
            "> 2 x L2 unless --sets); %%peak of %.0f TFLOP/s or %.0f GB/s\n",
            frost_version(), frost_context_device_name(ctx), o.runs, PEAK_TFLOPS, PEAK_GBPS);
@@ -393,17 +487,19 @@ int main(int argc, char **argv)
     int failed = 0;
     for (int i = 0; i < ncases; i++) {
         bresult r = {.status = FROST_INTERNAL};
-        time_case(ctx, &cases[i], &o, &pl, &r);
-        failed += r.status != FROST_OK && r.status != FROST_NOT_SUPPORTED;
+        time_case(ctx, cpu, &cases[i], &o, &pl, &r);
+        failed += (r.status != FROST_OK && r.status != FROST_NOT_SUPPORTED) || r.check < 0;
         report(&cases[i], &r, jf, &all);
     }
     if (jf)
         fclose(jf);
     printf("%s", frost__buf_str(&all)); /* the JSON lines, one per case */
-    printf("frost-bench: %d cases, %d failed (refusals are not failures)\n", ncases, failed);
+    printf("frost-bench: %d cases, %d failed (refusals are not failures%s)\n", ncases, failed,
+           o.check ? "; a failed check is one" : "");
     frost__buf_free(&all);
     for (int i = 0; i < 16; i++)
         free(pl.p[i]);
+    frost_context_destroy(cpu);
     frost_context_destroy(ctx);
     return failed ? 1 : 0;
 }

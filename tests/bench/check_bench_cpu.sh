@@ -2,7 +2,9 @@
 # frost-bench's command line over the reference engine (no GPU): a row-norm case with scale
 # and bias in another dtype than x (--param-dtype), and RMSNorm with a bias (--rms-bias),
 # run and say so in their JSON lines and table labels; a bad --param-dtype is refused with
-# exit status 2.
+# exit status 2.  --check compares each case with the reference engine (here the engine
+# under test is the reference too, so the error is 0) and fails when an element is wrong
+# (FROST_BENCH_CHECK_FLIP=1 changes one).
 #
 # Usage: check_bench_cpu.sh <path to frost-bench>
 set -uo pipefail
@@ -36,5 +38,24 @@ check "the RMSNorm backward gives d_bias" grep -q "d_bias = t.*rmsnorm_bwd0.d_bi
 rc=$?
 check "--param-dtype f64 refused (exit $rc)" test $rc -eq 2
 check "the refusal names the option" grep -q 'bad option --param-dtype f64' "$work/err.txt"
+"$bench" --cpu --exact --runs 1 --warmup 0 --check --op layernorm_fwd,rmsnorm_bwd --rows 16 --cols 256 \
+    --json "$work/c1.jsonl" >"$work/c.txt" 2>&1
+rc1=$?
+"$bench" --cpu --exact --runs 1 --warmup 0 --check --op batchnorm_fwd,groupnorm_bwd --n 2 --c 64 --height 4 \
+    --width 4 --groups 8 --json "$work/c2.jsonl" >>"$work/c.txt" 2>&1
+rc2=$?
+"$bench" --cpu --exact --runs 1 --warmup 0 --check --op sdpa_fwd --b 1 --h 2 --s 32 --d 64 --json "$work/c3.jsonl" \
+    >>"$work/c.txt" 2>&1
+rc3=$?
+check "--check cases run (exit $rc1 $rc2 $rc3)" test $((rc1 + rc2 + rc3)) -eq 0
+check "--check: five checks ok" test "$(cat "$work"/c[123].jsonl | grep -c '"check":"ok","check_err":0.000e+00')" -eq 5
+check "--check names an output" grep -q '"check_tensor":"layernorm_fwd0.y"' "$work/c1.jsonl"
+check "--check shows in the table" grep -q 'check ok 0.00e+00 (layernorm_fwd0.y)' "$work/c.txt"
+FROST_BENCH_CHECK_FLIP=1 "$bench" --cpu --exact --runs 1 --warmup 0 --check --op rmsnorm_fwd --rows 16 --cols 256 \
+    --json "$work/f.jsonl" >"$work/f.txt" 2>&1
+rc=$?
+check "a wrong element fails the check (exit $rc)" test $rc -eq 1
+check "the failed check is in the JSON line" grep -q '"check":"FAILED"' "$work/f.jsonl"
+check "and counted" grep -q '1 cases, 1 failed' "$work/f.txt"
 echo "$pass passed, $fail failed"
 ((fail == 0))
