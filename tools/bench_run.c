@@ -50,7 +50,7 @@ double bench_rel_err(const void *got, const void *ref, frost_dtype dt, int64_t n
     double diff = 0, scale = 0;
     for (int64_t i = 0; i < n; i++) {
         const double g = frost__load_elem(got, i, dt), r = frost__load_elem(ref, i, dt);
-        if (isnan(g) != isnan(r) || isinf(g) != isinf(r) || (isinf(r) && g != r))
+        if (!isnan(g) != !isnan(r) || ((isinf(g) || isinf(r)) && g != r))
             return INFINITY;
         if (!isfinite(r))
             continue;
