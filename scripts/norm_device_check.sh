@@ -10,7 +10,10 @@
 #   scripts/norm_device_check.sh [tests|bench|all]      (default all)
 #
 # Environment: SAN_TOOLS ("memcheck racecheck"), SAN_TESTS ("test_chan_norm_gpu test_norm_gpu"),
-# PEERS (0), PEER_BUDGET (200), SWEEP (a cases file for bench/norm_sweep.sh), SWEEP_SETTINGS.
+# PEERS (0), PEER_BUDGET (200), SWEEP (a cases file for bench/norm_sweep.sh), SWEEP_SETTINGS,
+# CHECK (1: with tests, frost-bench --check over the norm and cnorm suites, every benchmark
+# shape against the CPU reference engine, one reference run of 1.5-3.5 s a case at 16384 x 4096
+# on this project's CPU machines; and the sweep's cases checked too).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-gpu-out}
@@ -48,6 +51,14 @@ if [[ $what == tests || $what == all ]]; then
             { echo "== $tool $t rc $r"; cat /tmp/norm-san.log; } >>"$OUT/san.log"
             ((r != 0)) && rc=1
         done
+    done
+fi
+if [[ ${CHECK:-0} == 1 && ($what == tests || $what == all) ]]; then
+    for suite in norm cnorm; do
+        say "frost-bench --check --suite $suite (every benchmark shape against the reference engine)"
+        timeout 600 "$B/tools/frost-bench" --suite $suite --check --exact --runs 1 --warmup 0 --sets 1 \
+            >/tmp/norm-check.log 2>&1 || rc=1
+        grep -E 'check FAILED|FAILED|cases,' /tmp/norm-check.log | tee -a "$L"
     done
 fi
 if [[ -n ${SWEEP:-} ]]; then
