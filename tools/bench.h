@@ -66,6 +66,11 @@ frost_status bench_copy_out(const frost__device *dev, void *dst, const void *src
 /* Records a failure: its status and "where: frost's last error" on one line. */
 void bench_fail(bresult *r, frost_status s, const char *where);
 
+/* Bytes of bound tensor i: its element span in its dtype. */
+static inline size_t bench_bytes(const bgraph *bg, int i)
+{
+    return (size_t)bg->span[i] * frost_dtype_size(bg->dt[i]);
+}
 /* Reads every bound tensor's resolved dims and strides: element span and dtype. */
 frost_status bench_resolve(bgraph *bg);
 /* Random tensor of n elements: copies from a random position of the pool, wrapping around. */

@@ -160,7 +160,7 @@ static int count_nonfinite(const frost__device *dev, const void *src, frost_dtyp
     int64_t n = span < 65536 ? span : 65536, bad = 0;
     size_t es = frost_dtype_size(dt);
     unsigned char *h = malloc((size_t)n * es + 1);
-    if (h && !(dev ? frost__dev_copy_dtoh(dev, h, src, (size_t)n * es) : (memcpy(h, src, (size_t)n * es), 0)))
+    if (h && bench_copy_out(dev, h, src, (size_t)n * es) == FROST_OK)
         for (int64_t i = 0; i < n; i++)
             bad += !isfinite(frost__load_elem(h, i, dt));
     free(h);

@@ -161,7 +161,7 @@ static frost_status setup(bstate *st, const bcase *c, const bopts *o, pools *pl,
     if ((s = bench_resolve(&st->bg)) || (s = frost_graph_workspace_size(st->bg.g, &wsb)))
         return bench_fail(r, s, "resolve"), s;
     for (int i = 0; i < st->bg.nt; i++)
-        set_bytes += (size_t)st->bg.span[i] * frost_dtype_size(st->bg.dt[i]);
+        set_bytes += bench_bytes(&st->bg, i);
     int n = o->sets > 0 ? o->sets : 3;
     if (dev && o->sets <= 0 && set_bytes && (size_t)n * set_bytes < 2 * dev->l2_bytes)
         n = (int)((2 * dev->l2_bytes + set_bytes - 1) / set_bytes);
@@ -173,7 +173,7 @@ static frost_status setup(bstate *st, const bcase *c, const bopts *o, pools *pl,
     for (st->nsets = 0; st->nsets < n; st->nsets++)
         for (int i = 0; i < st->bg.nt; i++) {
             int k = st->nsets, role = st->bg.role[i];
-            size_t bytes = (size_t)st->bg.span[i] * frost_dtype_size(st->bg.dt[i]);
+            size_t bytes = bench_bytes(&st->bg, i);
             if ((s = bench_mem_alloc(dev, bytes ? bytes : 16, &st->ptr[k][i])))
                 return bench_fail(r, s, "alloc"), s;
             if (role == R_RANDOM)
@@ -210,7 +210,7 @@ static void check_case(frost_context *cpu, const bcase *c, bstate *st, bresult *
     if (!s && wsb && !(ws = malloc(wsb)))
         s = FROST_OUT_OF_MEMORY;
     for (int i = 0; !s && i < nt; i++) {
-        const size_t bytes = (size_t)st->bg.span[i] * frost_dtype_size(st->bg.dt[i]);
+        const size_t bytes = bench_bytes(&st->bg, i);
         host[i] = malloc(bytes ? bytes : 16), got[i] = malloc(bytes ? bytes : 16);
         if (!host[i] || !got[i])
             s = FROST_OUT_OF_MEMORY;
@@ -227,7 +227,7 @@ static void check_case(frost_context *cpu, const bcase *c, bstate *st, bresult *
     s = s ? s : frost_graph_execute(st->bg.g, bind, nt, st->ws, NULL);
     s = s ? s : st->dev ? frost__dev_synchronize(st->dev) : FROST_OK;
     for (int i = 0; !s && i < nt; i++)
-        s = bench_copy_out(st->dev, got[i], st->ptr[0][i], (size_t)st->bg.span[i] * frost_dtype_size(st->bg.dt[i]));
+        s = bench_copy_out(st->dev, got[i], st->ptr[0][i], bench_bytes(&st->bg, i));
     for (int i = 0; !s && i < nt; i++)
         bind[i] = (frost_binding){ref.id[i], host[i]};
     s = s ? s : frost_graph_execute(ref.g, bind, nt, ws, NULL);
@@ -247,14 +247,15 @@ static void check_case(frost_context *cpu, const bcase *c, bstate *st, bresult *
             if ((st->bg.role[i] == R_OUTPUT) != (k < nt))
                 continue;
             const double e = bench_rel_err(got[i], host[i], st->bg.dt[i], st->bg.span[i]);
-            if (!(e / bench_check_tol(st->bg.dt[i]) <= worst)) {
+            const double tol = bench_check_tol(st->bg.dt[i]);
+            if (!(e / tol <= worst)) {
                 frost_tensor_desc d;
-                worst = e / bench_check_tol(st->bg.dt[i]);
+                worst = e / tol;
                 r->check_err = e;
                 snprintf(r->check_tensor, sizeof r->check_tensor, "%s",
                          frost_graph_tensor_desc(st->bg.g, st->bg.id[i], &d) == FROST_OK && d.name ? d.name : "?");
             }
-            if (!(e <= bench_check_tol(st->bg.dt[i])))
+            if (!(e <= tol))
                 r->check = -1;
         }
     }

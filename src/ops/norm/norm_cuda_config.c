@@ -150,8 +150,9 @@ static int params_unit_words(const frost__norm_problem *p, int vec)
  * block an SM: 1.05x the two blocks' 64 registers); RMSNorm's groups of up to 32 threads 5
  * (6 spilled), its 256 x 4 rows 4.  RMSNorm's 2-unit rows with 16-bit I/O and both scale and
  * bias in f32, loaded per row, also get 5: at 6 blocks' 40 registers they spilled 4-8 B
- * (ptxas -v, sm_90a, groups of 8 to 128 threads; 48 registers and none at 5).  Not yet
- * timed against 6 on a GPU (docs/PERF.md, 2026-12-06 20:10 UTC on, gives the sweep). */
+ * (ptxas -v, sm_90a, groups of 8 to 128 threads; 48 registers and none at 5); against 6
+ * blocks on the H100 (2026-12-06 23:45 UTC, docs/PERF.md): 1.01x at 128 and 1000 columns,
+ * 0.995x at 1024. */
 static int fwd_min_blocks(const frost__norm_problem *p, const frost__norm_plan *plan, int wide, int narrow,
                           int ln_one_pass, int held)
 {
