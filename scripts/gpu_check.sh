@@ -58,6 +58,7 @@ step_env() {
 
 # Ninja keeps going after a failed target (-k 0), so one broken test does not stop the rest.
 step_build() {
+    scripts/touch_changed.sh "$BUILD" # a build directory kept from an earlier copy of the tree
     cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release || return 1
     local targets=() log=$BUILD/build-step.log rc
     if [[ $MODE == bench-only ]]; then

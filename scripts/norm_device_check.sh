@@ -7,13 +7,18 @@
 # machine; everything lands under $OUT (at most seven files: log.txt, san.log, and the
 # report's files under rep/).
 #
-#   scripts/norm_device_check.sh [tests|bench|all]      (default all)
+#   scripts/norm_device_check.sh [tests|quick|bench|all]      (default all)
 #
-# Environment: SAN_TOOLS ("memcheck racecheck"), SAN_TESTS ("test_chan_norm_gpu test_norm_gpu"),
-# PEERS (0), PEER_BUDGET (200), SWEEP (a cases file for bench/norm_sweep.sh), SWEEP_SETTINGS,
-# CHECK (1: with tests, frost-bench --check over the norm and cnorm suites, every benchmark
-# shape against the CPU reference engine, one reference run of 1.5-3.5 s a case at 16384 x 4096
-# on this project's CPU machines; and the sweep's cases checked too).
+# quick: the shortest check of a change to the row-norm kernels: test_norm_gpu and
+# test_adanorm_gpu whole, test_chan_norm_gpu's small cases, memcheck on test_norm_gpu's small
+# cases (then CHECK and SWEEP as below, no benchmarks).
+# Environment: BUDGET (seconds for the whole call: each step's limit is cut to what is left,
+# and a step with under 10 s left is skipped and counted as failed), SAN_TOOLS ("memcheck
+# racecheck"), SAN_TESTS ("test_chan_norm_gpu test_norm_gpu"), PEERS (0), PEER_BUDGET (200),
+# SWEEP (a cases file for bench/norm_sweep.sh), SWEEP_SETTINGS, CHECK (1: with tests or
+# quick, frost-bench --check over the norm and cnorm suites (quick: norm only), every
+# benchmark shape against the CPU reference engine, one reference run of 1.5-3.5 s a case at
+# 16384 x 4096 on this project's CPU machines; the sweep's cases are checked too).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-gpu-out}
@@ -22,60 +27,106 @@ B=${BUILD_DIR:-build-gpu}
 L=$OUT/log.txt
 export FROST_CACHE_DIR=$PWD/$B/test-cache
 what=${1:-all}
-say() { echo "== $* ($(date -u +%H:%M:%S))" | tee -a "$L"; }
+case $what in tests | quick | bench | all) ;; *) echo "usage: scripts/norm_device_check.sh [tests|quick|bench|all]" >&2; exit 2 ;; esac
+deadline=$((SECONDS + ${BUDGET:-86400}))
+rc=0
+say() { echo "== $* ($(date -u +%H:%M:%S), $((deadline - SECONDS)) s left)" | tee -a "$L"; }
+# lim N: sets T to N, or to the seconds left before the deadline when fewer; to 0 (and rc
+# to 1) when under 10 are left
+lim() {
+    T=$1
+    local left=$((deadline - SECONDS - 3))
+    ((left < T)) && T=$left
+    if ((T < 10)); then
+        echo "   skipped: the budget is spent" | tee -a "$L"
+        rc=1
+        T=0
+    fi
+}
+# run_to N LOG CMD...: CMD under a limit of lim N seconds, its output in LOG; its status
+run_to() {
+    local log=$2
+    : >"$log"
+    lim "$1"
+    shift 2
+    ((T > 0)) || return 1
+    timeout -k 5 "$T" "$@" >"$log" 2>&1
+}
 
 say "device"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv >>"$L" 2>&1
 git log --oneline -1 >>"$L" 2>&1
 say "build"
+scripts/touch_changed.sh "$B" >>"$L" 2>&1 # a build directory kept from an earlier copy of the tree
 if ! (cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build "$B") >/tmp/norm-build.log 2>&1; then
     tail -40 /tmp/norm-build.log | tee -a "$L"
     exit 1
 fi
-rc=0
+sanitize() { # TOOL TEST: compute-sanitizer on the test's small cases
+    say "compute-sanitizer $1 $2 (FROST_TEST_SMALL=1)"
+    FROST_TEST_SMALL=1 run_to 150 /tmp/norm-san.log compute-sanitizer --tool "$1" --error-exitcode 1 --print-limit 20 \
+        "$B/tests/$2"
+    local r=$?
+    echo "$1 $2 rc $r" | tee -a "$L"
+    tail -2 /tmp/norm-san.log >>"$L"
+    { echo "== $1 $2 rc $r"; cat /tmp/norm-san.log; } >>"$OUT/san.log"
+    ((r != 0)) && rc=1
+}
+if [[ $what == quick ]]; then
+    for t in test_norm_gpu test_adanorm_gpu test_chan_norm_gpu; do
+        small=
+        [[ $t == test_chan_norm_gpu ]] && small=1 # its whole table takes minutes
+        say "$t${small:+ (FROST_TEST_SMALL=1)}"
+        FROST_TEST_SMALL=${small:-0} run_to 150 /tmp/norm-quick.log "$B/tests/$t" || rc=1
+        tail -1 /tmp/norm-quick.log | tee -a "$L"
+        grep -i 'fail' /tmp/norm-quick.log | head -5 | tee -a "$L"
+    done
+    sanitize memcheck test_norm_gpu
+fi
 if [[ $what == tests || $what == all ]]; then
     say "ctest -L gpu -R norm"
-    ctest --test-dir "$B" -L gpu -R norm -j 3 --output-on-failure --timeout 300 >>"$L" 2>&1 || rc=1
-    grep -E 'tests passed|Failed|\*\*\*' "$L" | tail -5
+    lim 300
+    if ((T > 0)); then
+        timeout -k 5 "$T" ctest --test-dir "$B" -L gpu -R norm -j 3 --output-on-failure --timeout "$T" >>"$L" 2>&1 || rc=1
+        grep -E 'tests passed|Failed|\*\*\*' "$L" | tail -5
+    fi
     say "test_norm_gpu with the forward's rows split too (FROST_NORM_TUNE=split=2)"
-    FROST_NORM_TUNE=split=2 timeout 300 "$B/tests/test_norm_gpu" >/tmp/norm-split.log 2>&1 || rc=1
+    FROST_NORM_TUNE=split=2 run_to 300 /tmp/norm-split.log "$B/tests/test_norm_gpu" || rc=1
     tail -1 /tmp/norm-split.log | tee -a "$L"
     for t in ${SAN_TESTS:-test_chan_norm_gpu test_norm_gpu}; do
         for tool in ${SAN_TOOLS:-memcheck racecheck}; do
-            say "compute-sanitizer $tool $t (FROST_TEST_SMALL=1)"
-            FROST_TEST_SMALL=1 timeout 150 compute-sanitizer --tool "$tool" --error-exitcode 1 --print-limit 20 \
-                "$B/tests/$t" >/tmp/norm-san.log 2>&1
-            r=$?
-            echo "$tool $t rc $r" | tee -a "$L"
-            tail -2 /tmp/norm-san.log >>"$L"
-            { echo "== $tool $t rc $r"; cat /tmp/norm-san.log; } >>"$OUT/san.log"
-            ((r != 0)) && rc=1
+            sanitize "$tool" "$t"
         done
     done
 fi
-if [[ ${CHECK:-0} == 1 && ($what == tests || $what == all) ]]; then
-    for suite in norm cnorm; do
+if [[ ${CHECK:-0} == 1 && $what != bench ]]; then
+    suites="norm cnorm"
+    [[ $what == quick ]] && suites=norm
+    for suite in $suites; do
         say "frost-bench --check --suite $suite (every benchmark shape against the reference engine)"
-        timeout 600 "$B/tools/frost-bench" --suite $suite --check --exact --runs 1 --warmup 0 --sets 1 \
-            >/tmp/norm-check.log 2>&1 || rc=1
+        run_to 600 /tmp/norm-check.log "$B/tools/frost-bench" --suite "$suite" --check --exact --runs 1 --warmup 0 --sets 1 ||
+            rc=1
         grep -E 'check FAILED|FAILED|cases,' /tmp/norm-check.log | tee -a "$L"
     done
 fi
 if [[ -n ${SWEEP:-} ]]; then
     say "sweep $SWEEP"
     eval "set -- ${SWEEP_SETTINGS:-\"\"}"
-    OUT=$OUT/rep bench/norm_sweep.sh "$B" "$SWEEP" -- "$@" 2>&1 | tee -a "$L"
+    lim 600
+    ((T > 0)) && OUT=$OUT/rep timeout -k 5 "$T" bench/norm_sweep.sh "$B" "$SWEEP" -- "$@" 2>&1 | tee -a "$L"
 fi
 if [[ $what == bench || $what == all ]]; then
     if [[ ${PEERS:-0} == 1 ]]; then
         say "norm_report (peers, budget ${PEER_BUDGET:-200}s)"
-        OUT=$OUT/rep PEER_BUDGET=${PEER_BUDGET:-200} bench/norm_report.sh "$B" >>"$L" 2>&1
-        cat "$OUT/rep/report.md" >>"$L"
+        lim 600
+        ((T > 0)) && OUT=$OUT/rep PEER_BUDGET=${PEER_BUDGET:-200} timeout -k 5 "$T" bench/norm_report.sh "$B" >>"$L" 2>&1
+        cat "$OUT/rep/report.md" >>"$L" 2>/dev/null
     else
         say "frost-bench norm + cnorm"
         mkdir -p "$OUT/rep"
         for s in norm cnorm; do
-            "$B/tools/frost-bench" --suite $s --json "$OUT/rep/$s.jsonl" >>"$L" 2>&1
+            lim 300
+            ((T > 0)) && timeout -k 5 "$T" "$B/tools/frost-bench" --suite "$s" --json "$OUT/rep/$s.jsonl" >>"$L" 2>&1
         done
     fi
 fi
