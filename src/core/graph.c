@@ -111,6 +111,34 @@ static frost_tensor tensor_append(frost__graph *g)
     return id;
 }
 
+/* a * b for a, b >= 0; 0 when the product passes INT64_MAX */
+static int mul_fits(int64_t a, int64_t b, int64_t *out)
+{
+    if (a != 0 && b > INT64_MAX / a)
+        return 0;
+    *out = a * b;
+    return 1;
+}
+
+/* Whether a tensor's element count, its packed strides (when it gives none), the elements
+ * its strides span and their bytes all stay within int64: every later size computation
+ * relies on it.  dims and strides are >= 0 here. */
+static int tensor_extent_fits(const frost_tensor_desc *d, int packed)
+{
+    int64_t count = 1, outer = 1, span = 1, step;
+    for (int i = d->rank - 1; i >= 0; i--) {
+        const int64_t stride = packed ? outer : d->strides[i];
+        if (!mul_fits(count, d->dims[i], &count) || !mul_fits(outer, d->dims[i] > 0 ? d->dims[i] : 1, &outer))
+            return 0;
+        if (d->dims[i] > 1) {
+            if (!mul_fits(d->dims[i] - 1, stride, &step) || step > INT64_MAX - span)
+                return 0;
+            span += step;
+        }
+    }
+    return mul_fits(span, (int64_t)frost_dtype_size(d->dtype), &step);
+}
+
 static void packed_strides(int rank, const int64_t *dims, int64_t *strides)
 {
     int64_t s = 1;
@@ -158,6 +186,13 @@ frost_status frost_graph_add_tensor(frost_graph *graph, const frost_tensor_desc 
             return frost__fail(FROST_INVALID_ARGUMENT, "tensor '%s': stride %d must be >= 0, got %lld", nm, i,
                                (long long)d->strides[i]);
         any_stride |= d->strides[i] != 0;
+    }
+    if (!tensor_extent_fits(d, !any_stride)) {
+        char dims[256];
+        frost__dims_str(dims, sizeof dims, d->rank, d->dims);
+        return frost__fail(FROST_INVALID_ARGUMENT,
+                           "tensor '%s': dims [%s]%s count or address more than INT64_MAX elements or bytes", nm, dims,
+                           any_stride ? " with its strides" : "");
     }
     if (d->ragged_offset) {
         const frost__tensor *r = frost__tensor_get(g, d->ragged_offset);

@@ -108,6 +108,27 @@ static void test_tensors(frost_context *ctx)
     TU_CHECK_STATUS(frost_graph_add_tensor(g, &d, &t), FROST_INVALID_ARGUMENT);
     expect_msg("ragged_offset");
     d.ragged_offset = 0;
+    /* sizes past int64: packed strides, the element count (broadcast strides), the span's
+     * bytes; at the limit itself a tensor is fine, and an empty one too */
+    frost_tensor_desc big = {.name = "big", .dtype = FROST_F32, .rank = 3, .dims = {1 << 20, 1 << 22, 1 << 22}};
+    TU_CHECK_STATUS(frost_graph_add_tensor(g, &big, &t), FROST_INVALID_ARGUMENT);
+    expect_msg("'big'");
+    expect_msg("[1048576,4194304,4194304]");
+    expect_msg("INT64_MAX");
+    big.dims[0] = 0, big.dims[1] = big.dims[2] = (int64_t)1 << 40; /* empty, but its packed strides pass int64 */
+    TU_CHECK_STATUS(frost_graph_add_tensor(g, &big, &t), FROST_INVALID_ARGUMENT);
+    big.dims[1] = 0; /* empty, strides that fit */
+    TU_OK(frost_graph_add_tensor(g, &big, &t));
+    big.dims[0] = 1 << 20, big.dims[1] = big.dims[2] = 1 << 22, big.strides[2] = 1; /* broadcast: one row */
+    TU_CHECK_STATUS(frost_graph_add_tensor(g, &big, &t), FROST_INVALID_ARGUMENT);
+    expect_msg("with its strides");
+    big.rank = 1, big.dims[0] = INT64_MAX / 4, big.strides[0] = 1;
+    TU_OK(frost_graph_add_tensor(g, &big, &t));
+    big.dims[0] = INT64_MAX / 4 + 2;
+    TU_CHECK_STATUS(frost_graph_add_tensor(g, &big, &t), FROST_INVALID_ARGUMENT);
+    big.rank = 2, big.dims[0] = 2, big.dims[1] = INT64_MAX / 2, big.strides[0] = 0, big.strides[1] = 0;
+    big.dtype = FROST_U8;
+    TU_OK(frost_graph_add_tensor(g, &big, &t));
     TU_CHECK_STATUS(frost_graph_add_tensor(g, NULL, &t), FROST_INVALID_ARGUMENT);
     TU_OK(frost_graph_add_tensor(g, &d, &t));
     frost_tensor_desc back;
