@@ -62,6 +62,7 @@ static const cn_case table[] = {
     {GN, 3, {2, 6, 5}, 2, F32, 1, 1, 0, 1, 0, GAP_NHWC, 1, 0, 0, 0, 0, BWD_FD, 0, 0},      /* zero-centred */
     {IN, 3, {0, 3, 5}, 0, F32, 1, 1, 0, 0, 0, GAP_NCHW, 1, 0, 0, 0, 0, BWD_FORMULA, 1, 0}, /* N = 0 */
     {BN, 3, {4, 0, 3}, 0, F32, 1, 1, 0, 0, 0, NCHW, 1, 1, 0, 0, 0, BWD_FORMULA, 1, 0},     /* C = 0 */
+    {IN, 3, {4, 0, 3}, 0, F32, 1, 1, 0, 0, 0, GAP_NCHW, 1, 0, 0, 0, 0, BWD_FORMULA, 1, 0}, /* C = 0: no sets */
     {BN, 4, {3, 5, 4, 2}, 0, BF16, 2, 2, 1, 1, 0, NHWC, 1, 0, 0, 0, 0, BWD_FORMULA, 1, 0}, /* no running */
     {BN, 4, {8, 32, 5, 5}, 0, F32, 1, 1, 0, 0, 0, NHWC, 1, 1, 0.01, 0, 3.0, BWD_FORMULA, 1, 0},
     {IN, 4, {4, 5, 1, 1}, 0, F32, 1, 1, 0, 0, 0, NCHW, 1, 0, 0, 0, 0, BWD_FORMULA, 1, 0}, /* M = 1 */

@@ -180,7 +180,10 @@ frost_status frost__cnorm_setup_x(frost__cnorm_add *a, int num_groups, double ep
                                 (long long)p->c, x->name, num_groups);
     p->groups = p->kind == FROST__CNORM_GROUP ? num_groups : p->kind == FROST__CNORM_INSTANCE ? p->c : 1;
     const int64_t sets = p->kind == FROST__CNORM_BATCH ? p->c : p->n * p->groups;
-    const int64_t m = p->kind == FROST__CNORM_BATCH ? p->n * p->spatial : p->c / p->groups * p->spatial;
+    /* elements a set: InstanceNorm with C = 0 has no sets (and 0 groups) */
+    const int64_t m = p->kind == FROST__CNORM_BATCH ? p->n * p->spatial
+                      : p->groups > 0             ? p->c / p->groups * p->spatial
+                                                  : 0;
     if (computes_stats && sets > 0 && m == 0) {
         int dim = 2;
         while (dim < x->rank && x->dims[dim] != 0)
