@@ -192,6 +192,18 @@ void tu_buf_fill_uniform(tu_buf *b, tu_rng *r, double lo, double hi)
     for_each_offset(b, fill_one, &f);
 }
 
+static void count_nan(const tu_buf *b, int64_t off, void *user)
+{
+    *(int64_t *)user += isnan(tu_buf_get(b, off)) != 0;
+}
+
+int64_t tu_buf_count_nan(const tu_buf *b)
+{
+    int64_t n = 0;
+    for_each_offset(b, count_nan, &n);
+    return n;
+}
+
 static void mark_one(const tu_buf *b, int64_t off, void *user)
 {
     (void)b;
