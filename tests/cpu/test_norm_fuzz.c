@@ -354,6 +354,32 @@ static frost_status add_chan_norm(fuzz *f, op_kind op, int backward)
 
 /* ---- running a graph that built --------------------------------------------------------- */
 
+/* The explain report: a sizing call, a short buffer (truncated, terminated, nothing written
+ * past its cap) and the whole report, of the same length. */
+static void check_explain(const frost_graph *g, tu_rng *r, const char *what)
+{
+    size_t len = 0, again = 0;
+    char part[17];
+    frost_status s = frost_graph_explain(g, NULL, 0, &len);
+    if (s != FROST_OK || len == 0) {
+        tu_failf("%s: explain (sizing) returned %s, length %zu", what, frost_status_name(s), len);
+        return;
+    }
+    const size_t cap = (size_t)tu_int(r, 1, 16);
+    memset(part, '#', sizeof part);
+    s = frost_graph_explain(g, part, cap, NULL);
+    if (s != FROST_OK || strlen(part) != (len < cap - 1 ? len : cap - 1) || part[cap] != '#' || part[16] != '#')
+        tu_failf("%s: explain into %zu bytes: %s, not the report's first bytes, terminated", what, cap,
+                 frost_status_name(s));
+    char *full = malloc(len + 1);
+    if (!full)
+        return;
+    s = frost_graph_explain(g, full, len + 1, &again);
+    if (s != FROST_OK || again != len || strlen(full) != len)
+        tu_failf("%s: explain returned %s, %zu bytes (sized %zu)", what, frost_status_name(s), strlen(full), len);
+    free(full);
+}
+
 /* Runs the built graph on guarded buffers; returns 1 when it ran. */
 static int run(fuzz *f, const char *what)
 {
@@ -439,11 +465,21 @@ int main(void)
                 if (s == FROST_OK && f.aliased)
                     tu_failf("%s: accepted X as one of its outputs", what);
                 if (s == FROST_OK) {
-                    s = frost_graph_build(f.g, NULL);
+                    /* build options: the default, every candidate, an engine this context
+                     * lacks, an engine that does not exist */
+                    const int k = pick(&r, 20);
+                    const frost_build_options opt = {.policy = k == 0 ? FROST_BUILD_ALL : FROST_BUILD_HEURISTIC,
+                                                     .engine = k == 1 ? "cuda" : k == 2 ? "nope" : NULL};
+                    check_explain(f.g, &r, what);
+                    s = frost_graph_build(f.g, &opt);
                     expect_refusal_message(s, what);
+                    if (s == FROST_OK && opt.engine)
+                        tu_failf("%s: built with engine \"%s\" on a CPU context", what, opt.engine);
+                    if (s == FROST_OK)
+                        check_explain(f.g, &r, what);
                     if (s == FROST_OK) {
-                        const int k = run(&f, what);
-                        built++, ran += k, ran_op[op][backward] += k;
+                        const int done = run(&f, what);
+                        built++, ran += done, ran_op[op][backward] += done;
                     }
                 }
                 frost_graph_destroy(f.g);
