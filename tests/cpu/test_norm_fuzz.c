@@ -19,10 +19,10 @@
 
 #include "fuzz_util.h"
 
-#define ITERS 1500    /* graphs per op and direction */
+#define ITERS 1500 /* graphs per op and direction */
 
 typedef enum op_kind { OP_LN, OP_RMS, OP_ADA, OP_GN, OP_IN, OP_BN, OP_KINDS } op_kind;
-static const char *const op_names[OP_KINDS] = {"layernorm", "rmsnorm", "adalayernorm",
+static const char *const op_names[OP_KINDS] = {"layernorm", "rmsnorm",      "adalayernorm",
                                                "groupnorm", "instancenorm", "batchnorm"};
 
 static double epsilon(tu_rng *r)
@@ -31,6 +31,39 @@ static double epsilon(tu_rng *r)
     if (tu_fz_chance(r, 4))
         return tu_fz_chance(r, 50) ? -1e-3 : NAN;
     return ok[tu_fz_pick(r, 4)];
+}
+
+/* The forward's output slots: y like X, the statistics (f32) like X with the normalized
+ * dims 1 (row norms) or [N, G] / [N, C] / [C] (channel norms). */
+static frost_norm_outputs draw_outputs(tu_fuzz *f, frost_dtype dt, int rank, const int64_t *dims, int srank,
+                                       const int64_t *sdims)
+{
+    frost_norm_outputs out;
+    out.y = tu_fz_maybe_output(f, "y", dt, rank, dims, 5);
+    out.mean = tu_fz_maybe_output(f, "mean", FROST_F32, srank, sdims, 40);
+    out.inv_std = tu_fz_maybe_output(f, "inv_std", FROST_F32, srank, sdims, 40);
+    return out;
+}
+
+/* The backward's gradient slots: d_x like X, d_scale and d_bias (f32) like the parameters. */
+static frost_norm_grads draw_grads(tu_fuzz *f, frost_dtype dt, int rank, const int64_t *dims, int prank,
+                                   const int64_t *pdims)
+{
+    frost_norm_grads out;
+    out.d_x = tu_fz_maybe_output(f, "d_x", dt, rank, dims, 5);
+    out.d_scale = tu_fz_maybe_output(f, "d_scale", FROST_F32, prank, pdims, 40);
+    out.d_bias = tu_fz_maybe_output(f, "d_bias", FROST_F32, prank, pdims, 40);
+    return out;
+}
+
+/* Records the three output slots of an accepted op (those it created: AUTO) for binding;
+ * passes the status through.  Pointers: read after the op has filled them in. */
+static frost_status created(tu_fuzz *f, frost_status s, const frost_tensor *a, const frost_tensor *b,
+                            const frost_tensor *c)
+{
+    if (s == FROST_OK)
+        tu_fz_created(f, *a), tu_fz_created(f, *b), tu_fz_created(f, *c);
+    return s;
 }
 
 /* ---- the ops ---------------------------------------------------------------------------- */
@@ -81,36 +114,31 @@ static frost_status add_row_norm(tu_fuzz *f, op_kind op, int backward)
                              .zero_centered_scale = tu_fz_chance(r, 30)};
         if (tu_fz_chance(r, 5))
             d.bias = d.scale;
-        frost_norm_outputs out = {.y = tu_fz_maybe_output(f, "y", dt, srank, dims, 5),
-                                  .mean = tu_fz_maybe_output(f, "mean", FROST_F32, srank, sdims, 40),
-                                  .inv_std = tu_fz_maybe_output(f, "inv_std", FROST_F32, srank, sdims, 40)};
-        const frost_status s = op == OP_LN    ? frost_graph_add_layernorm(f->g, &d, &out)
-                               : op == OP_RMS ? frost_graph_add_rmsnorm(f->g, &d, &out)
-                                              : frost_graph_add_adalayernorm(f->g, &d, &out);
-        if (s == FROST_OK)
-            tu_fz_created(f, out.y), tu_fz_created(f, out.mean), tu_fz_created(f, out.inv_std);
-        return s;
+        frost_norm_outputs out = draw_outputs(f, dt, srank, dims, srank, sdims);
+        return created(f,
+                       op == OP_LN    ? frost_graph_add_layernorm(f->g, &d, &out)
+                       : op == OP_RMS ? frost_graph_add_rmsnorm(f->g, &d, &out)
+                                      : frost_graph_add_adalayernorm(f->g, &d, &out),
+                       &out.y, &out.mean, &out.inv_std);
     }
     frost_norm_backward_desc d = {.x = x,
                                   .d_y = tu_fz_chance(r, 3) ? x : tu_fz_maybe_input(f, "d_y", dt, rank, dims, 2),
                                   .scale = scale,
-                                  .mean = op != OP_RMS || tu_fz_chance(r, 5) ? tu_fz_maybe_input(f, "mean", FROST_F32, srank, sdims, 40)
-                                                                        : FROST_TENSOR_NONE,
+                                  .mean = op != OP_RMS || tu_fz_chance(r, 5)
+                                              ? tu_fz_maybe_input(f, "mean", FROST_F32, srank, sdims, 40)
+                                              : FROST_TENSOR_NONE,
                                   .inv_std = tu_fz_maybe_input(f, "inv_std", FROST_F32, srank, sdims, 40),
                                   .epsilon = epsilon(r),
                                   .norm_dims = norm_dims,
                                   .has_bias = tu_fz_chance(r, 50),
                                   .zero_centered_scale = tu_fz_chance(r, 30),
                                   .deterministic = tu_fz_chance(r, 50)};
-    frost_norm_grads out = {.d_x = tu_fz_maybe_output(f, "d_x", dt, srank, dims, 5),
-                            .d_scale = tu_fz_maybe_output(f, "d_scale", FROST_F32, prank, pdims, 40),
-                            .d_bias = tu_fz_maybe_output(f, "d_bias", FROST_F32, prank, pdims, 40)};
-    const frost_status s = op == OP_LN    ? frost_graph_add_layernorm_backward(f->g, &d, &out)
-                           : op == OP_RMS ? frost_graph_add_rmsnorm_backward(f->g, &d, &out)
-                                          : frost_graph_add_adalayernorm_backward(f->g, &d, &out);
-    if (s == FROST_OK)
-        tu_fz_created(f, out.d_x), tu_fz_created(f, out.d_scale), tu_fz_created(f, out.d_bias);
-    return s;
+    frost_norm_grads out = draw_grads(f, dt, srank, dims, prank, pdims);
+    return created(f,
+                   op == OP_LN    ? frost_graph_add_layernorm_backward(f->g, &d, &out)
+                   : op == OP_RMS ? frost_graph_add_rmsnorm_backward(f->g, &d, &out)
+                                  : frost_graph_add_adalayernorm_backward(f->g, &d, &out),
+                   &out.d_x, &out.d_scale, &out.d_bias);
 }
 
 static frost_status add_chan_norm(tu_fuzz *f, op_kind op, int backward)
@@ -170,25 +198,24 @@ static frost_status add_chan_norm(tu_fuzz *f, op_kind op, int backward)
                                      .phase = (frost_norm_phase)(tu_fz_chance(r, 3) ? 2 : tu_fz_pick(r, 2)),
                                      .zero_centered_scale = tu_fz_chance(r, 30),
                                      .momentum = tu_fz_chance(r, 80) ? (tu_fz_chance(r, 50) ? 0.0 : 0.3)
-                                                               : (tu_fz_chance(r, 50) ? -0.5 : 1.5)};
+                                                                     : (tu_fz_chance(r, 50) ? -0.5 : 1.5)};
         const int64_t rdims[1] = {c};
         if (op == OP_BN || tu_fz_chance(r, 5)) {
             d.running_mean = tu_fz_maybe_input(f, "running_mean", FROST_F32, 1, rdims, 30);
-            d.running_var = tu_fz_chance(r, 10) ? d.running_mean : tu_fz_maybe_input(f, "running_var", FROST_F32, 1, rdims, 30);
+            d.running_var =
+                tu_fz_chance(r, 10) ? d.running_mean : tu_fz_maybe_input(f, "running_var", FROST_F32, 1, rdims, 30);
         }
         const int rank_y = rank >= 1 && rank <= FROST_MAX_RANK ? rank : 2;
-        frost_norm_outputs out = {.y = tu_fz_maybe_output(f, "y", dt, rank_y, dims, 5),
-                                  .mean = tu_fz_maybe_output(f, "mean", FROST_F32, srank, sdims, 40),
-                                  .inv_std = tu_fz_maybe_output(f, "inv_std", FROST_F32, srank, sdims, 40)};
-        const frost_status s = op == OP_GN   ? frost_graph_add_groupnorm(f->g, &d, &out)
-                               : op == OP_IN ? frost_graph_add_instancenorm(f->g, &d, &out)
-                                             : frost_graph_add_batchnorm(f->g, &d, &out);
-        if (s == FROST_OK)
-            tu_fz_created(f, out.y), tu_fz_created(f, out.mean), tu_fz_created(f, out.inv_std);
-        return s;
+        frost_norm_outputs out = draw_outputs(f, dt, rank_y, dims, srank, sdims);
+        return created(f,
+                       op == OP_GN   ? frost_graph_add_groupnorm(f->g, &d, &out)
+                       : op == OP_IN ? frost_graph_add_instancenorm(f->g, &d, &out)
+                                     : frost_graph_add_batchnorm(f->g, &d, &out),
+                       &out.y, &out.mean, &out.inv_std);
     }
     frost_channel_norm_backward_desc d = {.x = x,
-                                          .d_y = tu_fz_chance(r, 3) ? x : tu_fz_maybe_input(f, "d_y", dt, rank, dims, 2),
+                                          .d_y =
+                                              tu_fz_chance(r, 3) ? x : tu_fz_maybe_input(f, "d_y", dt, rank, dims, 2),
                                           .scale = scale,
                                           .mean = tu_fz_maybe_input(f, "mean", FROST_F32, srank, sdims, 40),
                                           .inv_std = tu_fz_maybe_input(f, "inv_std", FROST_F32, srank, sdims, 40),
@@ -198,15 +225,12 @@ static frost_status add_chan_norm(tu_fuzz *f, op_kind op, int backward)
                                           .zero_centered_scale = tu_fz_chance(r, 30),
                                           .deterministic = tu_fz_chance(r, 50)};
     const int rank_dx = rank >= 1 && rank <= FROST_MAX_RANK ? rank : 2;
-    frost_norm_grads out = {.d_x = tu_fz_maybe_output(f, "d_x", dt, rank_dx, dims, 5),
-                            .d_scale = tu_fz_maybe_output(f, "d_scale", FROST_F32, prank, pdims, 40),
-                            .d_bias = tu_fz_maybe_output(f, "d_bias", FROST_F32, prank, pdims, 40)};
-    const frost_status s = op == OP_GN   ? frost_graph_add_groupnorm_backward(f->g, &d, &out)
-                           : op == OP_IN ? frost_graph_add_instancenorm_backward(f->g, &d, &out)
-                                         : frost_graph_add_batchnorm_backward(f->g, &d, &out);
-    if (s == FROST_OK)
-        tu_fz_created(f, out.d_x), tu_fz_created(f, out.d_scale), tu_fz_created(f, out.d_bias);
-    return s;
+    frost_norm_grads out = draw_grads(f, dt, rank_dx, dims, prank, pdims);
+    return created(f,
+                   op == OP_GN   ? frost_graph_add_groupnorm_backward(f->g, &d, &out)
+                   : op == OP_IN ? frost_graph_add_instancenorm_backward(f->g, &d, &out)
+                                 : frost_graph_add_batchnorm_backward(f->g, &d, &out),
+                   &out.d_x, &out.d_scale, &out.d_bias);
 }
 
 /* Inputs uniform in [-2, 2), running statistics in [0.05, 2): inference may take one
@@ -236,8 +260,8 @@ int main(void)
                 tu_case_begin();
                 tu_fuzz f = {.r = &r, .fill = fill};
                 TU_OK(frost_graph_create(ctx, &f.g));
-                frost_status s = op <= OP_ADA ? add_row_norm(&f, (op_kind)op, backward)
-                                              : add_chan_norm(&f, (op_kind)op, backward);
+                frost_status s =
+                    op <= OP_ADA ? add_row_norm(&f, (op_kind)op, backward) : add_chan_norm(&f, (op_kind)op, backward);
                 tu_fz_expect_refusal(s, what);
                 if (s == FROST_OK && f.aliased)
                     tu_failf("%s: accepted X as one of its outputs", what);

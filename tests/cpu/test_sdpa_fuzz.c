@@ -23,6 +23,19 @@ typedef struct sdpa_fuzz {
     int64_t s_q, s_kv;
 } sdpa_fuzz;
 
+typedef struct len_fill {
+    tu_rng *r;
+    tu_buf *b;
+    int64_t s;
+} len_fill;
+
+static void fill_len(const tu_buf *b, int64_t off, void *user)
+{
+    const len_fill *l = user;
+    (void)b; /* l->b: the same buffer, writable */
+    tu_buf_set(l->b, off, (double)(tu_fz_chance(l->r, 95) ? tu_int(l->r, 0, l->s) : tu_int(l->r, -1, l->s + 1)));
+}
+
 /* Lengths mostly within the sequence (0 included), sometimes one past it or negative. */
 static void fill(tu_fuzz *f, const char *name, tu_buf *b)
 {
@@ -31,19 +44,8 @@ static void fill(tu_fuzz *f, const char *name, tu_buf *b)
         tu_buf_fill_uniform(b, f->r, -2.0, 2.0);
         return;
     }
-    const int64_t s = strcmp(name, "seq_len_q") == 0 ? z->s_q : z->s_kv;
-    int64_t idx[FROST_MAX_RANK] = {0};
-    for (int i = 0; i < b->rank; i++)
-        if (b->dims[i] == 0)
-            return;
-    for (int d = 0; d >= 0;) { /* every addressed element, last dim fastest */
-        int64_t off = 0;
-        for (int i = 0; i < b->rank; i++)
-            off += idx[i] * b->strides[i];
-        tu_buf_set(b, off, (double)(tu_fz_chance(f->r, 95) ? tu_int(f->r, 0, s) : tu_int(f->r, -1, s + 1)));
-        for (d = b->rank - 1; d >= 0 && ++idx[d] == b->dims[d]; d--)
-            idx[d] = 0;
-    }
+    len_fill l = {f->r, b, strcmp(name, "seq_len_q") == 0 ? z->s_q : z->s_kv};
+    tu_buf_for_each(b, fill_len, &l);
 }
 
 static frost_sdpa_attrs attrs(tu_rng *r, int64_t s_kv)

@@ -27,7 +27,6 @@ int64_t tu_fz_small_dim(tu_rng *r)
     return dims[tu_fz_pick(r, (int)(sizeof dims / sizeof dims[0]))];
 }
 
-
 frost_dtype tu_fz_io_dtype(tu_rng *r)
 {
     static const frost_dtype ok[] = {FROST_F32, FROST_F16, FROST_BF16};
@@ -36,7 +35,6 @@ frost_dtype tu_fz_io_dtype(tu_rng *r)
         return bad[tu_fz_pick(r, (int)(sizeof bad / sizeof bad[0]))];
     return ok[tu_fz_pick(r, 3)];
 }
-
 
 /* The last error after a refusal must say something. */
 void tu_fz_expect_refusal(frost_status s, const char *what)
@@ -47,12 +45,11 @@ void tu_fz_expect_refusal(frost_status s, const char *what)
         tu_failf("%s: %s without a message", what, frost_status_name(s));
 }
 
-
 /* Declares a tensor with random strides: packed (all zero), dims in `order` with gaps, or
  * arbitrary strides (0 included).  Returns its id, or FROST_TENSOR_NONE when frost refused
  * the description (checked to be a refusal with a message). */
 frost_tensor tu_fz_declare(tu_fuzz *f, const char *name, frost_dtype dt, int rank, const int64_t *dims,
-                            const int *order, int output)
+                           const int *order, int output)
 {
     frost_tensor_desc d = {.name = name, .dtype = dt, .rank = rank};
     for (int i = 0; i < rank && i < FROST_MAX_RANK; i++)
@@ -85,7 +82,7 @@ frost_tensor tu_fz_declare(tu_fuzz *f, const char *name, frost_dtype dt, int ran
 /* An optional input: absent, a tensor of the given dims (sometimes one dim off), another
  * rank, another dtype, or an id that names nothing. */
 frost_tensor tu_fz_maybe_input(tu_fuzz *f, const char *name, frost_dtype dt, int rank, const int64_t *dims,
-                                int absent_percent)
+                               int absent_percent)
 {
     if (tu_fz_chance(f->r, absent_percent))
         return FROST_TENSOR_NONE;
@@ -106,7 +103,7 @@ frost_tensor tu_fz_maybe_input(tu_fuzz *f, const char *name, frost_dtype dt, int
 
 /* An output slot: none, AUTO, or declared (right dims or not, f32 or not). */
 frost_tensor tu_fz_maybe_output(tu_fuzz *f, const char *name, frost_dtype dt, int rank, const int64_t *dims,
-                                 int none_percent)
+                                int none_percent)
 {
     const int k = tu_fz_pick(f->r, 100);
     if (f->x != FROST_TENSOR_NONE && tu_fz_chance(f->r, 2)) { /* in place: never accepted */
@@ -127,7 +124,6 @@ frost_tensor tu_fz_maybe_output(tu_fuzz *f, const char *name, frost_dtype dt, in
     return tu_fz_declare(f, name, dt, rank, d, NULL, 1);
 }
 
-
 /* Records a tensor the op tu_fz_created (AUTO) as an output to bind. */
 void tu_fz_created(tu_fuzz *f, frost_tensor t)
 {
@@ -141,7 +137,6 @@ void tu_fz_created(tu_fuzz *f, frost_tensor t)
         f->output[f->nt++] = 1;
     }
 }
-
 
 /* The explain report: a sizing call, a short buffer (truncated, terminated, nothing written
  * past its cap) and the whole report, of the same length. */
@@ -179,18 +174,13 @@ int tu_fz_run(tu_fuzz *f, const char *what)
     size_t wsb = 0;
     void *ws = NULL;
     TU_OK(frost_graph_workspace_size(f->g, &wsb));
+    if (wsb > ((size_t)64 << 20))
+        return 0;
     for (int i = 0; i < f->nt; i++) {
         frost_tensor_desc d;
         TU_OK(frost_graph_tensor_desc(f->g, f->id[i], &d));
         if (tu_span(d.rank, d.dims, d.strides) > TU_FZ_MAX_SPAN)
             goto out;
-    }
-    if (wsb > ((size_t)64 << 20))
-        return 0;
-    ws = wsb ? malloc(wsb) : NULL;
-    for (int i = 0; i < f->nt; i++) {
-        frost_tensor_desc d;
-        TU_OK(frost_graph_tensor_desc(f->g, f->id[i], &d));
         if (!tu_buf_alloc(&buf[nb], d.dtype, d.rank, d.dims, d.strides, 0)) {
             tu_failf("%s: no buffer for %s", what, d.name);
             goto out;
@@ -203,6 +193,7 @@ int tu_fz_run(tu_fuzz *f, const char *what)
         bind[nb] = (frost_binding){f->id[i], buf[nb].data};
         nb++;
     }
+    ws = wsb ? malloc(wsb) : NULL;
     frost_status s = frost_graph_execute(f->g, bind, nb, ws, NULL);
     if (s == FROST_INVALID_ARGUMENT && f->data_may_be_invalid) {
         tu_fz_expect_refusal(s, what);
@@ -240,7 +231,9 @@ int tu_fz_build_and_run(tu_fuzz *f, const char *what)
      * that does not exist */
     const int k = tu_fz_pick(f->r, 20);
     const frost_build_options opt = {.policy = k == 0 ? FROST_BUILD_ALL : FROST_BUILD_HEURISTIC,
-                                     .engine = k == 1 ? "cuda" : k == 2 ? "nope" : NULL};
+                                     .engine = k == 1   ? "cuda"
+                                               : k == 2 ? "nope"
+                                                        : NULL};
     tu_fz_check_explain(f->g, f->r, what);
     frost_status s = frost_graph_build(f->g, &opt);
     tu_fz_expect_refusal(s, what);

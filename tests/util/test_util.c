@@ -155,8 +155,7 @@ void tu_buf_set(tu_buf *b, int64_t offset, double v)
     frost__store_elem(b->data, offset, b->dtype, v);
 }
 
-/* Calls fn(offset) for every element addressed by dims/strides. */
-static void for_each_offset(const tu_buf *b, void (*fn)(const tu_buf *, int64_t, void *), void *user)
+void tu_buf_for_each(const tu_buf *b, void (*fn)(const tu_buf *, int64_t, void *), void *user)
 {
     int64_t idx[FROST_MAX_RANK] = {0};
     for (int i = 0; i < b->rank; i++)
@@ -189,7 +188,7 @@ static void fill_one(const tu_buf *b, int64_t off, void *user)
 void tu_buf_fill_uniform(tu_buf *b, tu_rng *r, double lo, double hi)
 {
     fill_ctx f = {r, lo, hi};
-    for_each_offset(b, fill_one, &f);
+    tu_buf_for_each(b, fill_one, &f);
 }
 
 static void count_nan(const tu_buf *b, int64_t off, void *user)
@@ -200,7 +199,7 @@ static void count_nan(const tu_buf *b, int64_t off, void *user)
 int64_t tu_buf_count_nan(const tu_buf *b)
 {
     int64_t n = 0;
-    for_each_offset(b, count_nan, &n);
+    tu_buf_for_each(b, count_nan, &n);
     return n;
 }
 
@@ -232,7 +231,7 @@ int64_t tu_guard_check(const tu_buf *b, const char *what)
     unsigned char *addressed = calloc((size_t)(b->span > 0 ? b->span : 1), 1);
     if (!addressed)
         return -1;
-    for_each_offset(b, mark_one, addressed);
+    tu_buf_for_each(b, mark_one, addressed);
     int64_t bad = 0;
     for (int64_t i = 0; i < total; i++) {
         int64_t rel = i - b->guard;

@@ -67,6 +67,8 @@ int tu_buf_alloc(tu_buf *b, frost_dtype dtype, int rank, const int64_t *dims, co
 void tu_buf_free(tu_buf *b);
 /* Fills the tensor's elements (only the addressed ones) with uniform values in [lo, hi). */
 void tu_buf_fill_uniform(tu_buf *b, tu_rng *r, double lo, double hi);
+/* Calls fn(b, offset, user) for every element the dims and strides address, last dim fastest. */
+void tu_buf_for_each(const tu_buf *b, void (*fn)(const tu_buf *, int64_t, void *), void *user);
 /* The addressed elements that are NaN (an output's unwritten elements after poisoning). */
 int64_t tu_buf_count_nan(const tu_buf *b);
 /* Poisons every element (addressed and guard) with NaN / integer pattern. */
