@@ -4,17 +4,20 @@
 # wide rows split over clusters too, FROST_NORM_TUNE=split=2), compute-sanitizer on the channel-norm and
 # row-norm tests' small cases, then frost-bench on the norm and cnorm suites (and, with
 # PEERS=1, bench/norm_report.sh with the peers).  Run from the repository root on a GPU
-# machine; everything lands under $OUT (at most seven files: log.txt, san.log, and the
+# machine; everything lands under $OUT (log.txt, san.log, quick's test logs, and the
 # report's files under rep/).
 #
 #   scripts/norm_device_check.sh [tests|quick|bench|all]      (default all)
 #
-# quick: the shortest check of a change to the row-norm kernels: test_norm_gpu and
-# test_adanorm_gpu whole, test_chan_norm_gpu's small cases, memcheck on test_norm_gpu's small
-# cases (then CHECK and SWEEP as below, no benchmarks).
+# quick: the shortest check of a change to the row-norm kernels: test_norm_gpu,
+# test_adanorm_gpu and test_norm_fuzz_gpu whole, test_chan_norm_gpu's small cases, memcheck
+# on the small cases of test_norm_gpu and test_norm_fuzz_gpu (then CHECK and SWEEP as below,
+# no benchmarks).  Each test's output lands in $OUT/<test>.log.
 # Environment: BUDGET (seconds for the whole call: each step's limit is cut to what is left,
 # and a step with under 10 s left is skipped and counted as failed), SAN_TOOLS ("memcheck
-# racecheck"), SAN_TESTS ("test_chan_norm_gpu test_norm_gpu"), PEERS (0), PEER_BUDGET (200),
+# racecheck"), SAN_TESTS ("test_chan_norm_gpu test_norm_gpu test_norm_fuzz_gpu"), PEERS (0), PEER_BUDGET (200),
+# QUICK_TESTS and SAN_QUICK (quick's test lists), PRECOMPILE (1: first compile every norm
+# and cnorm key into the tests' cache with frost-precompile -j 16; not in bench mode),
 # SWEEP (a cases file for bench/norm_sweep.sh), SWEEP_SETTINGS, CHECK (1: with tests or
 # quick, frost-bench --check over the norm and cnorm suites (quick: norm only), every
 # benchmark shape against the CPU reference engine, one reference run of 1.5-3.5 s a case at
@@ -72,16 +75,27 @@ sanitize() { # TOOL TEST: compute-sanitizer on the test's small cases
     { echo "== $1 $2 rc $r"; cat /tmp/norm-san.log; } >>"$OUT/san.log"
     ((r != 0)) && rc=1
 }
+if [[ ${PRECOMPILE:-1} == 1 && $what != bench ]]; then
+    # every norm and cnorm key into the tests' cache, 16 at once (the fuzz test's draws reach
+    # many keys the case tables do not; cached keys cost nothing)
+    say "frost-precompile --selectors norm,cnorm -j 16"
+    run_to 300 /tmp/norm-precompile.log "$B/tools/frost-precompile" --arch sm_90a --selectors norm,cnorm -j 16 || rc=1
+    tail -2 /tmp/norm-precompile.log | tee -a "$L"
+fi
 if [[ $what == quick ]]; then
-    for t in test_norm_gpu test_adanorm_gpu test_chan_norm_gpu; do
+    for t in ${QUICK_TESTS:-test_norm_gpu test_adanorm_gpu test_chan_norm_gpu test_norm_fuzz_gpu}; do
         small=
         [[ $t == test_chan_norm_gpu ]] && small=1 # its whole table takes minutes
         say "$t${small:+ (FROST_TEST_SMALL=1)}"
-        FROST_TEST_SMALL=${small:-0} run_to 150 /tmp/norm-quick.log "$B/tests/$t" || rc=1
+        FROST_TEST_SMALL=${small:-0} run_to 300 /tmp/norm-quick.log "$B/tests/$t" || rc=1
+        [[ $t == test_norm_fuzz_gpu ]] && grep -A13 'draws per op' /tmp/norm-quick.log | tee -a "$L"
         tail -1 /tmp/norm-quick.log | tee -a "$L"
         grep -i 'fail' /tmp/norm-quick.log | head -5 | tee -a "$L"
+        cp /tmp/norm-quick.log "$OUT/$t.log"
     done
-    sanitize memcheck test_norm_gpu
+    for t in ${SAN_QUICK:-test_norm_gpu test_norm_fuzz_gpu}; do
+        sanitize memcheck "$t"
+    done
 fi
 if [[ $what == tests || $what == all ]]; then
     say "ctest -L gpu -R norm"
@@ -93,7 +107,7 @@ if [[ $what == tests || $what == all ]]; then
     say "test_norm_gpu with the forward's rows split too (FROST_NORM_TUNE=split=2)"
     FROST_NORM_TUNE=split=2 run_to 300 /tmp/norm-split.log "$B/tests/test_norm_gpu" || rc=1
     tail -1 /tmp/norm-split.log | tee -a "$L"
-    for t in ${SAN_TESTS:-test_chan_norm_gpu test_norm_gpu}; do
+    for t in ${SAN_TESTS:-test_chan_norm_gpu test_norm_gpu test_norm_fuzz_gpu}; do
         for tool in ${SAN_TOOLS:-memcheck racecheck}; do
             sanitize "$tool" "$t"
         done

@@ -251,7 +251,7 @@ static tu_slots slots_of(run *r, int backward)
 {
     unsigned outputs = backward ? 1u << T_DX | 1u << T_DSCALE | 1u << T_DBIAS
                                 : 1u << T_Y | 1u << T_MEAN | 1u << T_RSTD;
-    return (tu_slots){T_COUNT, r->id, r->cpu, r->gpu, outputs, slot_names};
+    return (tu_slots){T_COUNT, r->id, r->cpu, r->gpu, outputs, slot_names, 0};
 }
 
 /* ---------------------------------------------------------------------------------- */

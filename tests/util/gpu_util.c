@@ -125,6 +125,8 @@ int tu_run_cuda(frost_graph *g, const frost__device *dev, const tu_slots *s, int
 {
     frost_build_options opt = {.engine = "cuda"};
     frost_status st = frost_graph_build(g, &opt);
+    if (st == FROST_NOT_SUPPORTED && s->may_refuse && frost_last_error()[0])
+        return -1;
     if (st != FROST_OK) {
         tu_failf("cuda build failed: %s: %s", frost_status_name(st), frost_last_error());
         return 0;

@@ -63,6 +63,7 @@ typedef struct tu_slots {
     tu_buf *device_out;       /* tu_run_cuda: output slot k lands in device_out[k] (poisoned) */
     unsigned output_mask;     /* bit k: slot k is an output */
     const char *const *names; /* slot names, for messages */
+    int may_refuse;           /* tu_run_cuda: a NOT_SUPPORTED build (with a message) is no failure */
 } tu_slots;
 /* Builds g for the ref engine and runs it on the host buffers (outputs land there too). */
 void tu_run_ref(frost_graph *g, const tu_slots *s);
@@ -70,8 +71,9 @@ void tu_run_ref(frost_graph *g, const tu_slots *s);
  * whole-allocation device copies (shifted one element each when `misalign`): an output
  * slot starts from s->device_out[k]'s content (poisoned, or the initial values of an
  * in/out tensor such as a running statistic), run 1's results land there, and every later
- * run starts from the same initial content and must reproduce run 1 bitwise.  Returns 0
- * when the build failed. */
+ * run starts from the same initial content and must reproduce run 1 bitwise.  Returns 1
+ * when it ran, 0 when the build failed, -1 when the cuda engine refused the graph as
+ * NOT_SUPPORTED and s->may_refuse allows it. */
 int tu_run_cuda(frost_graph *g, const frost__device *dev, const tu_slots *s, int misalign, int repeat);
 
 /* ---- the case loop ---- */
