@@ -57,7 +57,7 @@ frost_tensor tu_fz_declare(tu_fuzz *f, const char *name, frost_dtype dt, int ran
     const int mode = tu_fz_pick(f->r, 10);
     int ok_dims = rank >= 1 && rank <= FROST_MAX_RANK;
     for (int i = 0; ok_dims && i < rank; i++)
-        ok_dims = dims[i] >= 0 && dims[i] <= 64;
+        ok_dims = dims[i] >= 0 && dims[i] <= 32768;
     if (ok_dims && mode >= 5 && mode < 9) {
         int ord[FROST_MAX_RANK];
         for (int i = 0; i < rank; i++)

@@ -5,6 +5,19 @@
 
 #include <math.h>
 
+/* With f->wide_percent, sometimes one dim of X (dims[at]) grows to one of `sizes` and every
+ * other positive dim is cut to 4 at most, so the graph reaches the kernels of real widths
+ * and stays small; draws nothing when wide_percent is 0. */
+static void widen(tu_fuzz *f, int64_t *dims, int rank, int at, const int64_t *sizes, int nsizes)
+{
+    if (f->wide_percent <= 0 || at < 0 || at >= rank || rank > FROST_MAX_RANK || !tu_fz_chance(f->r, f->wide_percent))
+        return;
+    for (int i = 0; i < rank; i++)
+        if (dims[i] > 4)
+            dims[i] = 4;
+    dims[at] = sizes[tu_fz_pick(f->r, nsizes)];
+}
+
 const char *const tu_nf_op_names[TU_NF_OPS] = {"layernorm", "rmsnorm", "adalayernorm", "groupnorm", "instancenorm", "batchnorm"};
 
 static double epsilon(tu_rng *r)
@@ -59,6 +72,8 @@ static frost_status add_row_norm(tu_fuzz *f, tu_nf_op op, int backward)
     int64_t dims[FROST_MAX_RANK + 1];
     for (int i = 0; i < FROST_MAX_RANK + 1; i++)
         dims[i] = tu_fz_small_dim(r);
+    static const int64_t wide_rows[] = {128, 256, 1000, 1024, 2048, 4096, 5120, 8192, 12288, 16384, 20000};
+    widen(f, dims, rank, rank - 1, wide_rows, (int)(sizeof wide_rows / sizeof wide_rows[0]));
     int norm_dims = tu_fz_chance(r, 85) ? (int)tu_int(r, 0, rank > 1 ? 2 : 1) : (int)tu_int(r, -1, rank + 1);
     const int nd = norm_dims == 0 ? 1 : norm_dims;
     int order[FROST_MAX_RANK];
@@ -134,6 +149,11 @@ static frost_status add_chan_norm(tu_fuzz *f, tu_nf_op op, int backward)
         dims[i] = tu_fz_small_dim(r);
     if (rank >= 2 && tu_fz_chance(r, 50))
         dims[1] = 4 * (int64_t)tu_int(r, 1, 4); /* channels with divisors */
+    static const int64_t wide_chan[] = {32, 64, 96, 128, 256, 320, 512}, wide_space[] = {32, 64, 100, 256, 1024};
+    if (f->wide_percent > 0 && tu_fz_chance(r, 50)) /* many channels, or a long spatial dim */
+        widen(f, dims, rank, 1, wide_chan, (int)(sizeof wide_chan / sizeof wide_chan[0]));
+    else if (f->wide_percent > 0)
+        widen(f, dims, rank, rank - 1, wide_space, (int)(sizeof wide_space / sizeof wide_space[0]));
     const int64_t c = rank >= 2 ? dims[1] : 1;
     /* NCHW, NHWC (channels innermost) or another order */
     int order[FROST_MAX_RANK];
