@@ -41,14 +41,14 @@ int main(void)
                 if (only >= 0 && index != only)
                     continue;
                 char what[96];
-                snprintf(what, sizeof what, "%s %s, graph %d", tu_nf_op_names[op], backward ? "backward" : "forward", it);
+                snprintf(what, sizeof what, "%s %s, graph %d", tu_nf_op_names[op], backward ? "backward" : "forward",
+                         it);
                 tu_rng r = tu_rng_make(seed + (uint64_t)index * 0x9e3779b97f4a7c15ULL);
                 tu_set_context("test_norm_fuzz", seed, index, what);
                 tu_case_begin();
                 tu_fuzz f = {.r = &r, .fill = fill};
                 TU_OK(frost_graph_create(ctx, &f.g));
-                frost_status s =
-                    tu_nf_add(&f, (tu_nf_op)op, backward);
+                frost_status s = tu_nf_add(&f, (tu_nf_op)op, backward);
                 tu_fz_expect_refusal(s, what);
                 if (s == FROST_OK && f.aliased)
                     tu_failf("%s: accepted X as one of its outputs", what);

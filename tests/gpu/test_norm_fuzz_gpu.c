@@ -51,8 +51,8 @@
 enum {
     DEFAULT_ITERS = 300,
     SMALL_ITERS = 40,
-    WIDE_PERCENT = 30,     /* draws with one dim of a real width: 4096-column rows, 512 channels */
-    MAX_SPAN = 1 << 21     /* elements of one tensor; larger graphs are not run */
+    WIDE_PERCENT = 30, /* draws with one dim of a real width: 4096-column rows, 512 channels */
+    MAX_SPAN = 1 << 21 /* elements of one tensor; larger graphs are not run */
 };
 
 static int iters = DEFAULT_ITERS;

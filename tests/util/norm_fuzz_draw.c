@@ -18,7 +18,8 @@ static void widen(tu_fuzz *f, int64_t *dims, int rank, int at, const int64_t *si
     dims[at] = sizes[tu_fz_pick(f->r, nsizes)];
 }
 
-const char *const tu_nf_op_names[TU_NF_OPS] = {"layernorm", "rmsnorm", "adalayernorm", "groupnorm", "instancenorm", "batchnorm"};
+const char *const tu_nf_op_names[TU_NF_OPS] = {"layernorm", "rmsnorm",      "adalayernorm",
+                                               "groupnorm", "instancenorm", "batchnorm"};
 
 static double epsilon(tu_rng *r)
 {
@@ -115,7 +116,7 @@ static frost_status add_row_norm(tu_fuzz *f, tu_nf_op op, int backward)
         return created(f,
                        op == TU_NF_LN    ? frost_graph_add_layernorm(f->g, &d, &out)
                        : op == TU_NF_RMS ? frost_graph_add_rmsnorm(f->g, &d, &out)
-                                      : frost_graph_add_adalayernorm(f->g, &d, &out),
+                                         : frost_graph_add_adalayernorm(f->g, &d, &out),
                        &out.y, &out.mean, &out.inv_std);
     }
     frost_norm_backward_desc d = {.x = x,
@@ -134,7 +135,7 @@ static frost_status add_row_norm(tu_fuzz *f, tu_nf_op op, int backward)
     return created(f,
                    op == TU_NF_LN    ? frost_graph_add_layernorm_backward(f->g, &d, &out)
                    : op == TU_NF_RMS ? frost_graph_add_rmsnorm_backward(f->g, &d, &out)
-                                  : frost_graph_add_adalayernorm_backward(f->g, &d, &out),
+                                     : frost_graph_add_adalayernorm_backward(f->g, &d, &out),
                    &out.d_x, &out.d_scale, &out.d_bias);
 }
 
@@ -212,7 +213,7 @@ static frost_status add_chan_norm(tu_fuzz *f, tu_nf_op op, int backward)
         return created(f,
                        op == TU_NF_GN   ? frost_graph_add_groupnorm(f->g, &d, &out)
                        : op == TU_NF_IN ? frost_graph_add_instancenorm(f->g, &d, &out)
-                                     : frost_graph_add_batchnorm(f->g, &d, &out),
+                                        : frost_graph_add_batchnorm(f->g, &d, &out),
                        &out.y, &out.mean, &out.inv_std);
     }
     frost_channel_norm_backward_desc d = {.x = x,
@@ -231,7 +232,7 @@ static frost_status add_chan_norm(tu_fuzz *f, tu_nf_op op, int backward)
     return created(f,
                    op == TU_NF_GN   ? frost_graph_add_groupnorm_backward(f->g, &d, &out)
                    : op == TU_NF_IN ? frost_graph_add_instancenorm_backward(f->g, &d, &out)
-                                 : frost_graph_add_batchnorm_backward(f->g, &d, &out),
+                                    : frost_graph_add_batchnorm_backward(f->g, &d, &out),
                    &out.d_x, &out.d_scale, &out.d_bias);
 }
 
