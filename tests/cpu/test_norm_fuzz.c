@@ -12,13 +12,105 @@
  * element of every output (finite inputs, epsilon > 0: no output element may stay NaN).
  * Under the CI's sanitizer build this is also the check that no descriptor makes the
  * validation, the planning or the reference kernels read or write out of bounds or leak.
+ *
+ * Every accepted graph also goes through the cuda engine's select (its whole planning: it
+ * never compiles nor touches a device) for two devices described on the host, an H200 and
+ * an A100: each node gets a plan or NOT_SUPPORTED with a sentence, and a row norm's plan
+ * must keep the invariants its kernels rely on (check_row_plan).  A further 500 draws per
+ * op and direction give X one dim of a real width (rows of up to 20000 columns, 512
+ * channels) and are planned only, so the planning of real shapes with random strides and
+ * options runs under the sanitizers too, without a GPU.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/internal.h"
 #include "norm_fuzz_draw.h"
+#include "ops/norm/norm_cuda.h"
+#include "runtime/runtime.h"
 
-#define ITERS 1500 /* graphs per op and direction */
+#define ITERS 1500     /* graphs per op and direction */
+#define PLAN_ITERS 500 /* wide graphs per op and direction, planned only */
+
+/* ---- the cuda engine's planning, on the host ------------------------------------------ */
+
+/* Two devices as the cuda engine's select sees them (it never compiles nor touches the
+ * device): an H200 (sm_90: clusters, split rows) and an A100 (sm_80). */
+static frost__device planning_devices[2] = {
+    {.cc_major = 9,
+     .arch = "sm_90a",
+     .sm_count = 132,
+     .smem_per_block_optin = 232448,
+     .smem_per_sm = 233472,
+     .l2_bytes = 50u << 20,
+     .name = "an H200 (planning only)"},
+    {.cc_major = 8,
+     .arch = "sm_80",
+     .sm_count = 108,
+     .smem_per_block_optin = 166912,
+     .smem_per_sm = 167936,
+     .l2_bytes = 40u << 20,
+     .name = "an A100 (planning only)"},
+};
+static int planned[2], plan_refused[2];
+
+static int is_row_norm(frost__op op)
+{
+    return op == FROST__OP_LAYERNORM_FWD || op == FROST__OP_LAYERNORM_BWD || op == FROST__OP_RMSNORM_FWD ||
+           op == FROST__OP_RMSNORM_BWD || op == FROST__OP_ADALAYERNORM_FWD || op == FROST__OP_ADALAYERNORM_BWD;
+}
+
+/* What the row-norm kernels rely on in a plan: whole row groups in a block of whole warps,
+ * a row covered by its group unless chunked, a reduce of whole warps, no split rows without
+ * clusters. */
+static void check_row_plan(const frost__norm_plan *pl, const frost__norm_problem *p, int sm90, const char *what)
+{
+    const int vec_ok = pl->vec == 1 || pl->vec == 2 || pl->vec == 4 || pl->vec == 8;
+    if (pl->group < 1 || pl->block < 32 || pl->block > 1024 || pl->block % 32 || pl->block % pl->group ||
+        pl->rows_per_block_groups != pl->block / pl->group || pl->nv < 1 || !vec_ok || pl->row_split < 1 ||
+        (!sm90 && pl->row_split != 1) || pl->stages < 0 || pl->ring_bytes > 232448 || !pl->key.source)
+        tu_failf("%s: plan group %d block %d row groups %d nv %d vec %d row_split %d stages %d ring %zu", what,
+                 pl->group, pl->block, pl->rows_per_block_groups, pl->nv, pl->vec, pl->row_split, pl->stages,
+                 pl->ring_bytes);
+    if (!pl->looped && (int64_t)pl->group * pl->nv * pl->vec * pl->row_split < p->cols)
+        tu_failf("%s: %d x %d x %d x %d elements a row group, the rows hold %lld", what, pl->group, pl->nv, pl->vec,
+                 pl->row_split, (long long)p->cols);
+    if (pl->backward && (pl->reduce_threads < 32 || pl->reduce_threads > 1024 || pl->reduce_threads % 32))
+        tu_failf("%s: the reduce has %d threads", what, pl->reduce_threads);
+}
+
+/* Every node of an accepted graph through the cuda engine's select on both devices: a plan
+ * (released again) or NOT_SUPPORTED with a sentence.  No GPU is needed, so the planning of
+ * random shapes runs under the CI's sanitizers. */
+static void check_cuda_plans(const frost_graph *graph, const char *what)
+{
+    const frost__graph *g = &graph->g;
+    for (int i = 0; i < g->num_nodes; i++) {
+        const frost__node *n = &g->nodes[i];
+        const frost__op_impl *impl = frost__op_classes[n->op]->impl[FROST__ENGINE_CUDA];
+        for (int d = 0; impl && d < 2; d++) {
+            frost_context ctx = {.kind = FROST_DEVICE_CUDA, .device = &planning_devices[d]};
+            void *plan = NULL;
+            frost__buf why = {0};
+            const frost_status s = impl->select(&ctx, g, n, &plan, &why);
+            if (s == FROST_OK) {
+                planned[d]++;
+                if (is_row_norm(n->op))
+                    check_row_plan(plan, n->problem, d == 0, what);
+                if (impl->release)
+                    impl->release(plan);
+                else
+                    free(plan);
+            } else if (s == FROST_NOT_SUPPORTED && frost__buf_str(&why)[0]) {
+                plan_refused[d]++;
+            } else {
+                tu_failf("%s: cuda select on %s: %s, \"%s\"", what, planning_devices[d].name, frost_status_name(s),
+                         frost__buf_str(&why));
+            }
+            frost__buf_free(&why);
+        }
+    }
+}
 
 /* Inputs uniform in [-2, 2), running statistics in [0.05, 2): inference may take one
  * tensor for both, and a negative variance would leave y NaN. */
@@ -27,44 +119,67 @@ static void fill(tu_fuzz *f, const char *name, tu_buf *b)
     tu_buf_fill_uniform(b, f->r, strncmp(name, "running_", 8) ? -2.0 : 0.05, 2.0);
 }
 
+static int built, ran, ran_op[TU_NF_OPS][2], wide_planned;
+
+/* One draw: checked, planned by the cuda engine's select and (unless `wide`: only added
+ * and planned) built and run. */
+static void one_graph(frost_context *ctx, uint64_t seed, int index, int op, int backward, int it, int wide)
+{
+    char what[96];
+    snprintf(what, sizeof what, "%s %s, %sgraph %d", tu_nf_op_names[op], backward ? "backward" : "forward",
+             wide ? "wide " : "", it);
+    tu_rng r = tu_rng_make(seed + (uint64_t)index * 0x9e3779b97f4a7c15ULL);
+    tu_set_context("test_norm_fuzz", seed, index, what);
+    tu_fuzz f = {.r = &r, .fill = fill, .wide_percent = wide ? 100 : 0};
+    TU_OK(frost_graph_create(ctx, &f.g));
+    frost_status s = tu_nf_add(&f, (tu_nf_op)op, backward);
+    tu_fz_expect_refusal(s, what);
+    if (s == FROST_OK && f.aliased)
+        tu_failf("%s: accepted X as one of its outputs", what);
+    const int before = planned[0];
+    if (s == FROST_OK)
+        check_cuda_plans(f.g, what);
+    wide_planned += wide ? planned[0] - before : 0;
+    if (s == FROST_OK && !wide) {
+        const int done = tu_fz_build_and_run(&f, what);
+        built += done >= 0, ran += done > 0, ran_op[op][backward] += done > 0;
+    }
+    frost_graph_destroy(f.g);
+}
+
 int main(void)
 {
     const uint64_t seed = tu_seed(0x6e6f726d66757aULL);
     const int only = tu_case_filter();
     frost_context *ctx = NULL;
     TU_OK(frost_context_create(NULL, &ctx));
-    int cases = 0, built = 0, ran = 0, ran_op[TU_NF_OPS][2] = {{0}};
-    for (int op = 0; op < TU_NF_OPS && ctx; op++)
-        for (int backward = 0; backward < 2; backward++)
-            for (int it = 0; it < ITERS; it++) {
-                const int index = (op * 2 + backward) * ITERS + it;
-                if (only >= 0 && index != only)
-                    continue;
-                char what[96];
-                snprintf(what, sizeof what, "%s %s, graph %d", tu_nf_op_names[op], backward ? "backward" : "forward",
-                         it);
-                tu_rng r = tu_rng_make(seed + (uint64_t)index * 0x9e3779b97f4a7c15ULL);
-                tu_set_context("test_norm_fuzz", seed, index, what);
-                tu_case_begin();
-                tu_fuzz f = {.r = &r, .fill = fill};
-                TU_OK(frost_graph_create(ctx, &f.g));
-                frost_status s = tu_nf_add(&f, (tu_nf_op)op, backward);
-                tu_fz_expect_refusal(s, what);
-                if (s == FROST_OK && f.aliased)
-                    tu_failf("%s: accepted X as one of its outputs", what);
-                if (s == FROST_OK) {
-                    const int done = tu_fz_build_and_run(&f, what);
-                    built += done >= 0, ran += done > 0, ran_op[op][backward] += done > 0;
+    int cases = 0;
+    /* ITERS small draws a op and direction, then PLAN_ITERS with one dim of a real width
+     * (planned only: the reference would take too long on them) */
+    for (int wide = 0; wide < 2; wide++) {
+        const int iters = wide ? PLAN_ITERS : ITERS, base = wide ? TU_NF_OPS * 2 * ITERS : 0;
+        for (int op = 0; op < TU_NF_OPS && ctx; op++)
+            for (int backward = 0; backward < 2; backward++)
+                for (int it = 0; it < iters; it++) {
+                    const int index = base + (op * 2 + backward) * iters + it;
+                    if (only >= 0 && index != only)
+                        continue;
+                    tu_case_begin();
+                    one_graph(ctx, seed, index, op, backward, it, wide);
+                    tu_case_end();
+                    cases++;
                 }
-                frost_graph_destroy(f.g);
-                tu_case_end();
-                cases++;
-            }
+    }
     frost_context_destroy(ctx);
     printf("test_norm_fuzz: %d graphs, %d built, %d ran (forward / backward:", cases, built, ran);
     for (int op = 0; op < TU_NF_OPS; op++)
         printf(" %s %d / %d", tu_nf_op_names[op], ran_op[op][0], ran_op[op][1]);
     printf(")\n");
+    printf("test_norm_fuzz: the cuda engine's select planned %d / %d nodes (%d of them wide) and refused %d / %d "
+           "(sm_90 / sm_80)\n",
+           planned[0], planned[1], wide_planned, plan_refused[0], plan_refused[1]);
+    if (only < 0 && (planned[0] < 1000 || planned[1] < 1000 || wide_planned < 300))
+        tu_failf("the cuda engine planned only %d / %d nodes", planned[0], planned[1]);
     /* the draws must reach every op's reference kernels, not only the validation */
     for (int op = 0; op < TU_NF_OPS && only < 0; op++)
         for (int backward = 0; backward < 2; backward++)
