@@ -30,7 +30,16 @@
  * groups, its threads and units a thread, the problems it leaves to the cluster path (other
  * groups, BatchNorm, NHWC, no 16-byte units, planes under 64 or past 2048 units, under a
  * wave of planes, a forced cluster) and its switches.
+ *
+ * Last, 20000 random shapes (every kind and layout, forward and backward, f32 and 16-bit,
+ * N up to 512, C up to 2048 with GroupNorm's groups dividing it, up to 65536 pixels) on
+ * random devices (an H200 with and without clusters, an A100, a 20-SM part with 100 KB of
+ * shared memory and 4 MB of L2) through all four choosers: whatever each picks must keep
+ * the invariants its kernels rely on (whole sets and units, tiles that cut the segment
+ * without an empty one, shared memory within a block's, a resident segment within the
+ * resident blocks), and each path must be taken by at least 1 % of the shapes.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,10 +202,9 @@ static const cluster_case cluster_cases[] = {
     {"bn nchw f32 4x64x8x8: too few tiles", BN, 0, 1, 4, 64, 64, 0, 4, NULL, 0, 0},
     {"bn fwd nchw 256x64x56x56: 8 tiles of 200 KB (past 8 of 64 KB)", BN, 0, 1, 256, 64, 3136, 0, 2, NULL, 1, 8},
     {"bn bwd nchw 256x64x56x56: past a block by more than a quarter", BN, 0, 2, 256, 64, 3136, 0, 2, NULL, 0, 0},
-    {"bn bwd nchw 40x20x112x112: 8 tiles past a block, the rest read twice", BN, 0, 2, 40, 20, 12544, 0, 2, NULL, 1,
-     8},
-    {"bn fwd nchw 256x64x112x112: what 8 tiles leave over is past half of L2", BN, 0, 1, 256, 64, 12544, 0, 2, NULL,
-     0, 0},
+    {"bn bwd nchw 40x20x112x112: 8 tiles past a block, the rest read twice", BN, 0, 2, 40, 20, 12544, 0, 2, NULL, 1, 8},
+    {"bn fwd nchw 256x64x112x112: what 8 tiles leave over is past half of L2", BN, 0, 1, 256, 64, 12544, 0, 2, NULL, 0,
+     0},
     {"bn bwd nchw 64x256x56x56: 8 tiles of 100 KB", BN, 0, 2, 64, 256, 3136, 0, 2, NULL, 1, 8},
     {"bn fwd nchw 32x64x112x112: 8 tiles of 100 KB", BN, 0, 1, 32, 64, 12544, 0, 2, NULL, 1, 8},
     {"bn bwd nchw 32x64x112x112: 8 tiles of 200 KB", BN, 0, 2, 32, 64, 12544, 0, 2, NULL, 1, 8},
@@ -268,7 +276,7 @@ static void run_cluster_case(int index, const cluster_case *c, int clusters)
     /* past 64 KB only when the narrowest window needs it in max_cluster tiles (NHWC: with runs of
      * 32 bytes or more) */
     const int64_t least = c->nhwc ? (c->hw + 7) / 8 * s.cw_unit
-                          : (batch ? (c->n + 7) / 8 * c->hw : ((c->hw + 7) / 8 + vec - 1) / vec * vec) * s.cg;
+                                  : (batch ? (c->n + 7) / 8 * c->hw : ((c->hw + 7) / 8 + vec - 1) / vec * vec) * s.cg;
     if (!c->env && geo.rows * geo.cw * c->esize * c->tensors > 64 * 1024 &&
         (least * c->esize * c->tensors <= 64 * 1024 || (c->nhwc && geo.cw * c->esize < 32)))
         tu_failf("tiles of %lld bytes per block", (long long)(geo.rows * geo.cw * c->esize * c->tensors));
@@ -316,8 +324,8 @@ static const cluster_case stream_cases[] = {
      264},
     {"FROST_CNORM_STREAM_EARLY=100: every row after the kept ones asked early", BN, 1, 1, 32, 512, 4096, 0, 2,
      "FROST_CNORM_STREAM_EARLY=100", 512, 264},
-    {"FROST_CNORM_WINDOW=32 sets the two-launch form's window", BN, 1, 1, 32, 512, 4096, 0, 2,
-     "FROST_CNORM_WINDOW=32", 32, 264},
+    {"FROST_CNORM_WINDOW=32 sets the two-launch form's window", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_WINDOW=32",
+     32, 264},
     {"FROST_CNORM_STREAM_BLOCKS=3: three blocks per SM", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM_BLOCKS=3",
      512, 396},
     {"FROST_CNORM_STREAM_BLOCKS=4 is out of range: two", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM_BLOCKS=4",
@@ -348,8 +356,7 @@ static void run_stream_case(int index, const cluster_case *c)
     const int64_t blocks = c->env && strcmp(c->env, "FROST_CNORM_STREAM_BLOCKS=3") == 0 ? 3 : CNS_MIN_BLOCKS;
     if (geo.blocks != blocks)
         tu_failf("%lld blocks per SM, expected %lld", (long long)geo.blocks, (long long)blocks);
-    if (geo.rows * geo.k_tiles < rows_all || (geo.k_tiles - 1) * geo.rows >= rows_all ||
-        geo.k_tiles > dev.sms * blocks)
+    if (geo.rows * geo.k_tiles < rows_all || (geo.k_tiles - 1) * geo.rows >= rows_all || geo.k_tiles > dev.sms * blocks)
         tu_failf("%lld rows x %lld tiles do not cut %lld rows over the resident blocks", (long long)geo.rows,
                  (long long)geo.k_tiles, (long long)rows_all);
     const int form = c->env && strcmp(c->env, "FROST_CNORM_STREAM=1") == 0 ? 1 : 2;
@@ -362,11 +369,11 @@ static void run_stream_case(int index, const cluster_case *c)
      * first rows of each tile, as many as fit 60 % of L2 over all windows */
     const double share = dev.l2_bytes * 0.6 / (double)(window_bytes * geo.windows);
     const int64_t keep = form == 1 || share >= 1.0 ? geo.rows : (int64_t)(geo.rows * share);
-    if (geo.keep_rows != keep || keep > geo.rows || (form == 2 && window_bytes * geo.windows > dev.l2_bytes &&
-                                                     keep * geo.k_tiles * geo.cw * c->esize * c->tensors *
-                                                             geo.windows > (int64_t)(dev.l2_bytes * 0.6)))
-        tu_failf("%lld of %lld rows per tile kept in L2 (expected %lld)", (long long)geo.keep_rows,
-                 (long long)geo.rows, (long long)keep);
+    if (geo.keep_rows != keep || keep > geo.rows ||
+        (form == 2 && window_bytes * geo.windows > dev.l2_bytes &&
+         keep * geo.k_tiles * geo.cw * c->esize * c->tensors * geo.windows > (int64_t)(dev.l2_bytes * 0.6)))
+        tu_failf("%lld of %lld rows per tile kept in L2 (expected %lld)", (long long)geo.keep_rows, (long long)geo.rows,
+                 (long long)keep);
     /* the two-launch form's early prefetch: the rows after keep_rows, a share of L2 over the
      * tiles of one window (FROST_CNORM_STREAM_EARLY percent, else CNS_EARLY_L2_PCT) */
     const int64_t pct = c->env && strcmp(c->env, "FROST_CNORM_STREAM_EARLY=100") == 0 ? 100 : CNS_EARLY_L2_PCT;
@@ -403,8 +410,8 @@ static const cluster_case plane_cases[] = {
     {"FROST_CNORM_PLANE=0 turns it off", IN, 0, 2, 32, 512, 4096, 0, 2, "FROST_CNORM_PLANE=0", 0, 0},
     {"a forced cluster wins over the rule", IN, 0, 2, 32, 512, 4096, 0, 2, "FROST_CNORM_CLUSTER=2", 0, 0},
     {"FROST_CNORM_PLANE_UNITS=8: 64 threads", IN, 0, 2, 32, 512, 4096, 0, 2, "FROST_CNORM_PLANE_UNITS=8", 64, 8},
-    {"FROST_CNORM_PLANE_UNITS=3 is not a power of two: 4", IN, 0, 2, 32, 512, 4096, 0, 2,
-     "FROST_CNORM_PLANE_UNITS=3", 128, 4},
+    {"FROST_CNORM_PLANE_UNITS=3 is not a power of two: 4", IN, 0, 2, 32, 512, 4096, 0, 2, "FROST_CNORM_PLANE_UNITS=3",
+     128, 4},
     {"planes of 4104 pixels: masked units in the last warp", IN, 0, 2, 32, 512, 4104, 0, 2, NULL, 160, 4},
 };
 #define NUM_PLANE_CASES ((int)(sizeof plane_cases / sizeof plane_cases[0]))
@@ -423,11 +430,11 @@ static void run_plane_case(int index, const cluster_case *c)
     if (!ok)
         return;
     if (geo.plane != c->cw || geo.plane_units != c->k)
-        tu_failf("%lld threads of %lld units, expected %lld of %lld", (long long)geo.plane,
-                 (long long)geo.plane_units, (long long)c->cw, (long long)c->k);
+        tu_failf("%lld threads of %lld units, expected %lld of %lld", (long long)geo.plane, (long long)geo.plane_units,
+                 (long long)c->cw, (long long)c->k);
     const int64_t units = c->hw * c->esize / 16;
-    if (geo.plane % 32 != 0 || geo.plane > CNP_MAX_THREADS || (!c->env && geo.plane > CNP_RULE_THREADS) || geo.plane * geo.plane_units < units ||
-        (geo.plane - 32) * geo.plane_units >= units)
+    if (geo.plane % 32 != 0 || geo.plane > CNP_MAX_THREADS || (!c->env && geo.plane > CNP_RULE_THREADS) ||
+        geo.plane * geo.plane_units < units || (geo.plane - 32) * geo.plane_units >= units)
         tu_failf("%lld threads of %lld units for a plane of %lld units", (long long)geo.plane,
                  (long long)geo.plane_units, (long long)units);
     if (geo.plane_per_block != (geo.plane == 32 ? CNP_WARP_PLANES : 1))
@@ -436,6 +443,131 @@ static void run_plane_case(int index, const cluster_case *c)
         geo.cw != 1 || geo.rows != c->hw || !geo.resident || geo.cluster || geo.stream || geo.smem)
         tu_failf("not a block a plane: %lld tiles of %lld rows, %lld a segment", (long long)geo.num_tiles,
                  (long long)geo.rows, (long long)geo.k_tiles);
+}
+
+/* ---- random shapes on several devices: the invariants of every path ---------------------- */
+#define RANDOM_SHAPES 20000
+
+/* Devices as the tilings see them: an H200 with and without clusters, an A100, and a small
+ * part (20 SMs, 100 KB of shared memory per SM, 4 MB of L2). */
+static cnorm_device random_device(tu_rng *r)
+{
+    cnorm_device d = h200(tu_int(r, 0, 1) ? CNC_MAX_CLUSTER : 0);
+    const int64_t k = tu_int(r, 0, 3);
+    if (k == 2)
+        d = (cnorm_device){
+            .sms = 108, .smem_per_sm = 167936, .optin = 166912, .reserved = 1024, .l2_bytes = 40ll << 20};
+    if (k == 3)
+        d = (cnorm_device){.sms = 20, .smem_per_sm = 102400, .optin = 101376, .reserved = 1024, .l2_bytes = 4ll << 20};
+    return d;
+}
+
+/* log-uniform in [1, hi], sometimes a multiple of 8 */
+static int64_t random_size(tu_rng *r, int64_t hi)
+{
+    int64_t v = (int64_t)exp(tu_uniform(r, 0.0, log((double)hi)));
+    if (tu_int(r, 0, 1))
+        v = (v + 7) / 8 * 8;
+    return v < 1 ? 1 : v > hi ? hi : v;
+}
+
+static void run_random_shape(int index, uint64_t seed, int taken[4])
+{
+    char what[160];
+    tu_rng r = tu_rng_make(seed + (uint64_t)index * 0x9e3779b97f4a7c15ULL);
+    const int kind = (int)tu_int(&r, 0, 2), nhwc = (int)tu_int(&r, 0, 1), tensors = (int)tu_int(&r, 1, 2);
+    const int64_t esize = tu_int(&r, 0, 2) ? 2 : 4, vec = 16 / esize;
+    const int64_t n = random_size(&r, 512), hw = random_size(&r, 1 << 16);
+    int64_t groups = 1, c = random_size(&r, 2048);
+    if (kind == GN) { /* groups dividing C */
+        groups = tu_int(&r, 1, c < 64 ? c : 64);
+        c = c / groups * groups;
+        if (c == 0)
+            c = groups;
+    }
+    snprintf(what, sizeof what, "random %s %s %s n %lld c %lld hw %lld groups %lld esize %lld",
+             kind == GN   ? "gn"
+             : kind == IN ? "in"
+                          : "bn",
+             nhwc ? "nhwc" : "nchw", tensors == 2 ? "bwd" : "fwd", (long long)n, (long long)c, (long long)hw,
+             (long long)groups, (long long)esize);
+    tu_set_context("test_chan_norm_geometry", seed, index, what);
+    const cnorm_device dev = random_device(&r);
+    const cnorm_shape s = make_shape(kind, nhwc, tensors, n, c, hw, groups, esize);
+    const int batch = kind == BN;
+    const int64_t seg_rows = batch ? n * hw : hw;
+    const size_t block_cap = dev.optin;
+    cnorm_geometry geo;
+
+    /* the three-kernel / resident tiling */
+    if (frost__cnorm_choose_geometry(&s, &dev, 1, &geo)) {
+        taken[0]++;
+        const size_t per_block = dev.smem_per_sm / (size_t)geo.blocks - dev.reserved;
+        if (geo.cw <= 0 || c % geo.cw != 0 || geo.cw % s.cw_unit != 0 || geo.sets != geo.cw / s.cg)
+            tu_failf("%s: window %lld is not whole sets and units of C", what, (long long)geo.cw);
+        if (geo.rows <= 0 || geo.rows % CNORM_ROW_ALIGN != 0 || geo.k_tiles != (seg_rows + geo.rows - 1) / geo.rows)
+            tu_failf("%s: %lld rows x %lld tiles do not cut a %lld-row segment", what, (long long)geo.rows,
+                     (long long)geo.k_tiles, (long long)seg_rows);
+        if (geo.resident && geo.k_tiles > dev.sms * geo.blocks)
+            tu_failf("%s: a resident segment of %lld tiles exceeds %lld resident blocks", what, (long long)geo.k_tiles,
+                     (long long)(dev.sms * geo.blocks));
+        if (geo.smem > (block_cap < per_block ? block_cap : per_block) ||
+            geo.smem != frost__cnorm_smem_bytes(&s, geo.rows, geo.cw))
+            tu_failf("%s: %zu bytes of shared memory do not fit a block", what, geo.smem);
+        if (geo.num_tiles != geo.num_segments * geo.k_tiles)
+            tu_failf("%s: %lld tiles for %lld segments of %lld", what, (long long)geo.num_tiles,
+                     (long long)geo.num_segments, (long long)geo.k_tiles);
+    }
+    /* the cluster path */
+    if (frost__cnorm_choose_cluster(&s, &dev, &geo)) {
+        taken[1]++;
+        if (!dev.max_cluster || geo.cluster != geo.k_tiles || geo.k_tiles < 1 || geo.k_tiles > dev.max_cluster ||
+            !geo.resident)
+            tu_failf("%s: a cluster of %lld for %lld tiles a segment on a device of clusters up to %lld", what,
+                     (long long)geo.cluster, (long long)geo.k_tiles, (long long)dev.max_cluster);
+        /* NHWC: a pixel's window in at most CNC_THREADS units (NCHW tiles loop over channels) */
+        if (c % geo.cw != 0 || geo.cw % s.cw_unit != 0 || geo.sets != geo.cw / s.cg ||
+            (nhwc && geo.cw / vec > CNC_THREADS))
+            tu_failf("%s: window %lld is not whole sets and units of C", what, (long long)geo.cw);
+        if (geo.rows * geo.k_tiles < seg_rows || (geo.k_tiles - 1) * geo.rows >= seg_rows || geo.seg_rows != seg_rows ||
+            (batch && geo.rows % hw != 0) || (!nhwc && geo.rows % vec != 0))
+            tu_failf("%s: %lld rows x %lld tiles do not cut %lld rows without an empty tile", what, (long long)geo.rows,
+                     (long long)geo.k_tiles, (long long)seg_rows);
+        if (geo.smem > block_cap || geo.num_tiles != geo.num_segments * geo.k_tiles ||
+            geo.num_segments != (batch ? 1 : n) * (c / geo.cw))
+            tu_failf("%s: %zu bytes of shared memory, %lld tiles for %lld segments", what, geo.smem,
+                     (long long)geo.num_tiles, (long long)geo.num_segments);
+        if (geo.held && (nhwc || geo.held % vec != 0 || geo.held >= geo.rows))
+            tu_failf("%s: %lld of %lld rows held", what, (long long)geo.held, (long long)geo.rows);
+    }
+    /* the stream path (BatchNorm) */
+    if (frost__cnorm_choose_stream(&s, &dev, &geo)) {
+        taken[2]++;
+        const int64_t rows_all = n * hw;
+        if (!batch || !geo.stream || !geo.resident || geo.cluster || c % geo.cw != 0 || geo.cw % s.cw_unit != 0 ||
+            geo.windows != c / geo.cw)
+            tu_failf("%s: stream form %d, window %lld of C", what, geo.stream, (long long)geo.cw);
+        if (geo.rows * geo.k_tiles < rows_all || (geo.k_tiles - 1) * geo.rows >= rows_all ||
+            geo.k_tiles > dev.sms * geo.blocks)
+            tu_failf("%s: %lld rows x %lld tiles do not cut %lld rows over the resident blocks", what,
+                     (long long)geo.rows, (long long)geo.k_tiles, (long long)rows_all);
+        if (geo.keep_rows < 0 || geo.early_rows < 0 || geo.keep_rows + geo.early_rows > geo.rows ||
+            geo.smem > block_cap || geo.num_tiles != geo.windows * geo.k_tiles)
+            tu_failf("%s: %lld + %lld of %lld rows kept, %zu bytes of shared memory", what, (long long)geo.keep_rows,
+                     (long long)geo.early_rows, (long long)geo.rows, geo.smem);
+    }
+    /* the plane path (NCHW, a block a plane) */
+    if (frost__cnorm_choose_plane(&s, &dev, &geo)) {
+        taken[3]++;
+        const int64_t units = hw * esize / 16;
+        if (nhwc || batch || geo.plane % 32 != 0 || geo.plane > CNP_MAX_THREADS ||
+            geo.plane * geo.plane_units < units || (geo.plane - 32) * geo.plane_units >= units)
+            tu_failf("%s: %lld threads of %lld units for a plane of %lld units", what, (long long)geo.plane,
+                     (long long)geo.plane_units, (long long)units);
+        if (geo.k_tiles != 1 || geo.num_tiles != n * c || geo.rows != hw || !geo.resident || geo.cluster)
+            tu_failf("%s: not a block a plane: %lld tiles of %lld rows", what, (long long)geo.num_tiles,
+                     (long long)geo.rows);
+    }
 }
 
 int main(void)
@@ -484,5 +616,21 @@ int main(void)
             tu_case_end();
             ++run_count;
         }
+    const uint64_t seed = tu_seed(0x67656f6d65747279ULL);
+    const int base = NUM_CASES + NUM_CLUSTER_CASES + NUM_STREAM_CASES + NUM_PLANE_CASES;
+    int taken[4] = {0};
+    for (int i = 0; i < RANDOM_SHAPES; ++i) {
+        if (only >= 0 && only != base + i)
+            continue;
+        tu_case_begin();
+        run_random_shape(base + i, seed, taken);
+        tu_case_end();
+        ++run_count;
+    }
+    printf("test_chan_norm_geometry: %d random shapes; tiled %d, cluster %d, stream %d, plane %d\n", RANDOM_SHAPES,
+           taken[0], taken[1], taken[2], taken[3]);
+    for (int p = 0; p < 4 && only < 0; p++)
+        if (taken[p] < RANDOM_SHAPES / 100)
+            tu_failf("path %d taken by only %d of %d random shapes", p, taken[p], RANDOM_SHAPES);
     return tu_finish(run_count);
 }
