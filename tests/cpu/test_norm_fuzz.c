@@ -27,32 +27,11 @@
 #include "core/internal.h"
 #include "norm_fuzz_draw.h"
 #include "ops/norm/norm_cuda.h"
-#include "runtime/runtime.h"
 
 #define ITERS 1500     /* graphs per op and direction */
 #define PLAN_ITERS 500 /* wide graphs per op and direction, planned only */
 
 /* ---- the cuda engine's planning, on the host ------------------------------------------ */
-
-/* Two devices as the cuda engine's select sees them (it never compiles nor touches the
- * device): an H200 (sm_90: clusters, split rows) and an A100 (sm_80). */
-static frost__device planning_devices[2] = {
-    {.cc_major = 9,
-     .arch = "sm_90a",
-     .sm_count = 132,
-     .smem_per_block_optin = 232448,
-     .smem_per_sm = 233472,
-     .l2_bytes = 50u << 20,
-     .name = "an H200 (planning only)"},
-    {.cc_major = 8,
-     .arch = "sm_80",
-     .sm_count = 108,
-     .smem_per_block_optin = 166912,
-     .smem_per_sm = 167936,
-     .l2_bytes = 40u << 20,
-     .name = "an A100 (planning only)"},
-};
-static int planned[2], plan_refused[2];
 
 static int is_row_norm(frost__op op)
 {
@@ -63,8 +42,12 @@ static int is_row_norm(frost__op op)
 /* What the row-norm kernels rely on in a plan: whole row groups in a block of whole warps,
  * a row covered by its group unless chunked, a reduce of whole warps, no split rows without
  * clusters. */
-static void check_row_plan(const frost__norm_plan *pl, const frost__norm_problem *p, int sm90, const char *what)
+static void check_row_plan(int op, const void *problem, const void *plan, int sm90, const char *what)
 {
+    if (!is_row_norm((frost__op)op))
+        return;
+    const frost__norm_plan *pl = plan;
+    const frost__norm_problem *p = problem;
     const int vec_ok = pl->vec == 1 || pl->vec == 2 || pl->vec == 4 || pl->vec == 8;
     if (pl->group < 1 || pl->block < 32 || pl->block > 1024 || pl->block % 32 || pl->block % pl->group ||
         pl->rows_per_block_groups != pl->block / pl->group || pl->nv < 1 || !vec_ok || pl->row_split < 1 ||
@@ -77,39 +60,6 @@ static void check_row_plan(const frost__norm_plan *pl, const frost__norm_problem
                  pl->row_split, (long long)p->cols);
     if (pl->backward && (pl->reduce_threads < 32 || pl->reduce_threads > 1024 || pl->reduce_threads % 32))
         tu_failf("%s: the reduce has %d threads", what, pl->reduce_threads);
-}
-
-/* Every node of an accepted graph through the cuda engine's select on both devices: a plan
- * (released again) or NOT_SUPPORTED with a sentence.  No GPU is needed, so the planning of
- * random shapes runs under the CI's sanitizers. */
-static void check_cuda_plans(const frost_graph *graph, const char *what)
-{
-    const frost__graph *g = &graph->g;
-    for (int i = 0; i < g->num_nodes; i++) {
-        const frost__node *n = &g->nodes[i];
-        const frost__op_impl *impl = frost__op_classes[n->op]->impl[FROST__ENGINE_CUDA];
-        for (int d = 0; impl && d < 2; d++) {
-            frost_context ctx = {.kind = FROST_DEVICE_CUDA, .device = &planning_devices[d]};
-            void *plan = NULL;
-            frost__buf why = {0};
-            const frost_status s = impl->select(&ctx, g, n, &plan, &why);
-            if (s == FROST_OK) {
-                planned[d]++;
-                if (is_row_norm(n->op))
-                    check_row_plan(plan, n->problem, d == 0, what);
-                if (impl->release)
-                    impl->release(plan);
-                else
-                    free(plan);
-            } else if (s == FROST_NOT_SUPPORTED && frost__buf_str(&why)[0]) {
-                plan_refused[d]++;
-            } else {
-                tu_failf("%s: cuda select on %s: %s, \"%s\"", what, planning_devices[d].name, frost_status_name(s),
-                         frost__buf_str(&why));
-            }
-            frost__buf_free(&why);
-        }
-    }
 }
 
 /* Inputs uniform in [-2, 2), running statistics in [0.05, 2): inference may take one
@@ -136,10 +86,10 @@ static void one_graph(frost_context *ctx, uint64_t seed, int index, int op, int 
     tu_fz_expect_refusal(s, what);
     if (s == FROST_OK && f.aliased)
         tu_failf("%s: accepted X as one of its outputs", what);
-    const int before = planned[0];
+    const int before = tu_fz_planned[0];
     if (s == FROST_OK)
-        check_cuda_plans(f.g, what);
-    wide_planned += wide ? planned[0] - before : 0;
+        tu_fz_check_cuda_plans(f.g, what, check_row_plan);
+    wide_planned += wide ? tu_fz_planned[0] - before : 0;
     if (s == FROST_OK && !wide) {
         const int done = tu_fz_build_and_run(&f, what);
         built += done >= 0, ran += done > 0, ran_op[op][backward] += done > 0;
@@ -177,9 +127,9 @@ int main(void)
     printf(")\n");
     printf("test_norm_fuzz: the cuda engine's select planned %d / %d nodes (%d of them wide) and refused %d / %d "
            "(sm_90 / sm_80)\n",
-           planned[0], planned[1], wide_planned, plan_refused[0], plan_refused[1]);
-    if (only < 0 && (planned[0] < 1000 || planned[1] < 1000 || wide_planned < 300))
-        tu_failf("the cuda engine planned only %d / %d nodes", planned[0], planned[1]);
+           tu_fz_planned[0], tu_fz_planned[1], wide_planned, tu_fz_plan_refused[0], tu_fz_plan_refused[1]);
+    if (only < 0 && (tu_fz_planned[0] < 1000 || tu_fz_planned[1] < 1000 || wide_planned < 300))
+        tu_failf("the cuda engine planned only %d / %d nodes", tu_fz_planned[0], tu_fz_planned[1]);
     /* the draws must reach every op's reference kernels, not only the validation */
     for (int op = 0; op < TU_NF_OPS && only < 0; op++)
         for (int backward = 0; backward < 2; backward++)

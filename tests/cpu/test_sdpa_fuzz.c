@@ -10,13 +10,19 @@
  * sized and truncated correctly, and a graph that builds runs on guarded buffers without
  * touching a guard or leaving an output element NaN.  Lengths out of range may make the run
  * itself refuse (INVALID_ARGUMENT with a message).
+ *
+ * Every accepted graph also goes through the cuda engine's select on an H200 and an A100
+ * described on the host (tu_fz_check_cuda_plans: a plan or NOT_SUPPORTED with a sentence),
+ * and a further 1000 draws per direction with real head dims (32-512) and lengths (up to
+ * 65536) in f16 / bf16 are planned only, so the planning runs under the CI's sanitizers.
  */
 #include <math.h>
 #include <string.h>
 
 #include "fuzz_util.h"
 
-#define ITERS 1500 /* graphs per direction */
+#define ITERS 1500      /* graphs per direction */
+#define PLAN_ITERS 1000 /* graphs per direction with real head dims and lengths, planned only */
 
 typedef struct sdpa_fuzz {
     tu_fuzz f; /* first: the fill callback gets &f */
@@ -81,11 +87,20 @@ static frost_status add_sdpa(sdpa_fuzz *z, int backward)
     tu_rng *r = f->r;
     const int64_t b = tu_fz_small_dim(r), h_kv = tu_fz_small_dim(r) % 5, group = 1 + tu_fz_pick(r, 3);
     const int64_t h_q = tu_fz_chance(r, 90) ? h_kv * group : h_kv + 1;
-    const int64_t s_q = tu_fz_small_dim(r), s_kv = tu_fz_small_dim(r);
-    const int64_t d_qk = tu_fz_small_dim(r), d_v = tu_fz_chance(r, 70) ? d_qk : tu_fz_small_dim(r);
-    z->s_q = s_q, z->s_kv = s_kv;
+    int64_t s_q = tu_fz_small_dim(r), s_kv = tu_fz_small_dim(r);
+    int64_t d_qk = tu_fz_small_dim(r), d_v = tu_fz_chance(r, 70) ? d_qk : tu_fz_small_dim(r);
     const int bshd[4] = {0, 2, 1, 3}, *order = tu_fz_chance(r, 50) ? bshd : NULL;
-    const frost_dtype dt = tu_fz_io_dtype(r);
+    frost_dtype dt = tu_fz_io_dtype(r);
+    if (f->wide_percent > 0 && tu_fz_chance(r, f->wide_percent)) { /* real head dims and lengths */
+        static const int64_t heads[] = {32, 40, 64, 72, 96, 128, 160, 192, 256, 512};
+        static const int64_t seqs[] = {1, 17, 128, 1000, 4096, 65536};
+        d_qk = heads[tu_fz_pick(r, 10)];
+        d_v = tu_fz_chance(r, 70) ? d_qk : heads[tu_fz_pick(r, 10)];
+        s_q = seqs[tu_fz_pick(r, 6)], s_kv = seqs[tu_fz_pick(r, 6)];
+        if (tu_fz_chance(r, 90))
+            dt = tu_fz_chance(r, 50) ? FROST_BF16 : FROST_F16;
+    }
+    z->s_q = s_q, z->s_kv = s_kv;
     const int64_t qd[4] = {b, h_q, s_q, d_qk}, kd[4] = {b, h_kv, s_kv, d_qk}, vd[4] = {b, h_kv, s_kv, d_v};
     const int64_t od[4] = {b, h_q, s_q, d_v}, sd[4] = {b, h_q, s_q, 1};
     const frost_tensor q = f->x = tu_fz_declare(f, "q", dt, 4, qd, order, 0);
@@ -134,39 +149,62 @@ static frost_status add_sdpa(sdpa_fuzz *z, int backward)
     return s;
 }
 
+static int built, ran[2], wide_planned;
+
+/* One draw: checked, planned by the cuda engine's select and (unless `wide`: only added
+ * and planned) built and run. */
+static void one_graph(frost_context *ctx, uint64_t seed, int index, int backward, int it, int wide)
+{
+    char what[64];
+    snprintf(what, sizeof what, "sdpa %s, %sgraph %d", backward ? "backward" : "forward", wide ? "wide " : "", it);
+    tu_rng r = tu_rng_make(seed + (uint64_t)index * 0x9e3779b97f4a7c15ULL);
+    tu_set_context("test_sdpa_fuzz", seed, index, what);
+    sdpa_fuzz z = {.f = {.r = &r, .fill = fill, .wide_percent = wide ? 100 : 0}};
+    TU_OK(frost_graph_create(ctx, &z.f.g));
+    const frost_status s = add_sdpa(&z, backward);
+    tu_fz_expect_refusal(s, what);
+    if (s == FROST_OK && z.f.aliased)
+        tu_failf("%s: accepted Q as one of its outputs", what);
+    const int before = tu_fz_planned[0];
+    if (s == FROST_OK)
+        tu_fz_check_cuda_plans(z.f.g, what, NULL);
+    wide_planned += wide ? tu_fz_planned[0] - before : 0;
+    if (s == FROST_OK && !wide) {
+        const int done = tu_fz_build_and_run(&z.f, what);
+        built += done >= 0, ran[backward] += done > 0;
+    }
+    frost_graph_destroy(z.f.g);
+}
+
 int main(void)
 {
     const uint64_t seed = tu_seed(0x73647061667aULL);
     const int only = tu_case_filter();
     frost_context *ctx = NULL;
     TU_OK(frost_context_create(NULL, &ctx));
-    int cases = 0, built = 0, ran[2] = {0, 0};
-    for (int backward = 0; backward < 2 && ctx; backward++)
-        for (int it = 0; it < ITERS; it++) {
-            const int index = backward * ITERS + it;
-            if (only >= 0 && index != only)
-                continue;
-            char what[64];
-            snprintf(what, sizeof what, "sdpa %s, graph %d", backward ? "backward" : "forward", it);
-            tu_rng r = tu_rng_make(seed + (uint64_t)index * 0x9e3779b97f4a7c15ULL);
-            tu_set_context("test_sdpa_fuzz", seed, index, what);
-            tu_case_begin();
-            sdpa_fuzz z = {.f = {.r = &r, .fill = fill}};
-            TU_OK(frost_graph_create(ctx, &z.f.g));
-            const frost_status s = add_sdpa(&z, backward);
-            tu_fz_expect_refusal(s, what);
-            if (s == FROST_OK && z.f.aliased)
-                tu_failf("%s: accepted Q as one of its outputs", what);
-            if (s == FROST_OK) {
-                const int done = tu_fz_build_and_run(&z.f, what);
-                built += done >= 0, ran[backward] += done > 0;
+    int cases = 0;
+    /* ITERS small draws a direction, then PLAN_ITERS with real head dims and lengths
+     * (planned only) */
+    for (int wide = 0; wide < 2; wide++) {
+        const int iters = wide ? PLAN_ITERS : ITERS, base = wide ? 2 * ITERS : 0;
+        for (int backward = 0; backward < 2 && ctx; backward++)
+            for (int it = 0; it < iters; it++) {
+                const int index = base + backward * iters + it;
+                if (only >= 0 && index != only)
+                    continue;
+                tu_case_begin();
+                one_graph(ctx, seed, index, backward, it, wide);
+                tu_case_end();
+                cases++;
             }
-            frost_graph_destroy(z.f.g);
-            tu_case_end();
-            cases++;
-        }
+    }
     frost_context_destroy(ctx);
     printf("test_sdpa_fuzz: %d graphs, %d built, %d forward and %d backward ran\n", cases, built, ran[0], ran[1]);
+    printf("test_sdpa_fuzz: the cuda engine's select planned %d / %d nodes (%d of them wide) and refused %d / %d "
+           "(sm_90 / sm_80)\n",
+           tu_fz_planned[0], tu_fz_planned[1], wide_planned, tu_fz_plan_refused[0], tu_fz_plan_refused[1]);
+    if (only < 0 && wide_planned < 100)
+        tu_failf("the cuda engine planned only %d of the wide draws", wide_planned);
     for (int backward = 0; backward < 2 && only < 0; backward++)
         if (ran[backward] < ITERS / 20)
             tu_failf("sdpa %s: only %d of %d graphs ran: the draws are too often invalid",

@@ -7,6 +7,9 @@
 
 #include "fuzz_util.h"
 
+#include "core/internal.h"
+#include "runtime/runtime.h"
+
 int tu_fz_pick(tu_rng *r, int n)
 {
     return (int)tu_int(r, 0, n - 1);
@@ -243,4 +246,55 @@ int tu_fz_build_and_run(tu_fuzz *f, const char *what)
         return -1;
     tu_fz_check_explain(f->g, f->r, what);
     return tu_fz_run(f, what);
+}
+
+/* ---- the cuda engine's planning, on the host ---- */
+
+static frost__device planning_devices[2] = {
+    {.cc_major = 9,
+     .arch = "sm_90a",
+     .sm_count = 132,
+     .smem_per_block_optin = 232448,
+     .smem_per_sm = 233472,
+     .l2_bytes = 50u << 20,
+     .name = "an H200 (planning only)"},
+    {.cc_major = 8,
+     .arch = "sm_80",
+     .sm_count = 108,
+     .smem_per_block_optin = 166912,
+     .smem_per_sm = 167936,
+     .l2_bytes = 40u << 20,
+     .name = "an A100 (planning only)"},
+};
+int tu_fz_planned[2], tu_fz_plan_refused[2];
+
+void tu_fz_check_cuda_plans(const frost_graph *graph, const char *what,
+                            void (*check)(int op, const void *problem, const void *plan, int sm90, const char *what))
+{
+    const frost__graph *g = &graph->g;
+    for (int i = 0; i < g->num_nodes; i++) {
+        const frost__node *n = &g->nodes[i];
+        const frost__op_impl *impl = frost__op_classes[n->op]->impl[FROST__ENGINE_CUDA];
+        for (int d = 0; impl && d < 2; d++) {
+            frost_context ctx = {.kind = FROST_DEVICE_CUDA, .device = &planning_devices[d]};
+            void *plan = NULL;
+            frost__buf why = {0};
+            const frost_status s = impl->select(&ctx, g, n, &plan, &why);
+            if (s == FROST_OK) {
+                tu_fz_planned[d]++;
+                if (check)
+                    check((int)n->op, n->problem, plan, d == 0, what);
+                if (impl->release)
+                    impl->release(plan);
+                else
+                    free(plan);
+            } else if (s == FROST_NOT_SUPPORTED && frost__buf_str(&why)[0]) {
+                tu_fz_plan_refused[d]++;
+            } else {
+                tu_failf("%s: cuda select on %s: %s, \"%s\"", what, planning_devices[d].name, frost_status_name(s),
+                         frost__buf_str(&why));
+            }
+            frost__buf_free(&why);
+        }
+    }
 }

@@ -59,4 +59,15 @@ int tu_fz_run(tu_fuzz *f, const char *what);
  * else 1 when the graph ran and 0 when it did not. */
 int tu_fz_build_and_run(tu_fuzz *f, const char *what);
 
+/* ---- the cuda engine's planning, on the host ---- */
+/* Every node of g through the cuda engine's select (its whole planning: it never compiles
+ * nor touches a device) on two devices described here, an H200 (sm_90, index 0) and an
+ * A100 (sm_80, index 1): each must plan, or refuse with NOT_SUPPORTED and a sentence.
+ * check (NULL: none) sees each plan before it is released: the node's frost__op, its
+ * problem, the plan and whether the device is sm_90.  Counts land in tu_fz_planned and
+ * tu_fz_plan_refused, per device. */
+void tu_fz_check_cuda_plans(const frost_graph *g, const char *what,
+                            void (*check)(int op, const void *problem, const void *plan, int sm90, const char *what));
+extern int tu_fz_planned[2], tu_fz_plan_refused[2];
+
 #endif /* FROST_TEST_FUZZ_UTIL_H */
