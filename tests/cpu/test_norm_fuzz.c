@@ -60,6 +60,18 @@ static void check_row_plan(int op, const void *problem, const void *plan, int sm
                  pl->row_split, (long long)p->cols);
     if (pl->backward && (pl->reduce_threads < 32 || pl->reduce_threads > 1024 || pl->reduce_threads % 32))
         tu_failf("%s: the reduce has %d threads", what, pl->reduce_threads);
+    /* the backward's segments: whole runs of rows, each gradient row the sum of
+     * segments_per_out of them, all rows covered once */
+    const frost__adanorm_cuda *a = &pl->ada;
+    if (a->segment_rows < 1 || (p->rows > 0 && p->rows % a->segment_rows))
+        tu_failf("%s: segments of %lld rows for %lld rows", what, (long long)a->segment_rows, (long long)p->rows);
+    static const int grads[2] = {FROST__NORM_D_SCALE, FROST__NORM_D_BIAS};
+    for (int k = 0; pl->backward && p->rows > 0 && k < 2; k++)
+        if (p->slot[grads[k]].present &&
+            (a->segments_per_out[k] < 1 || a->segments_per_out[k] * a->segment_rows * a->out_rows[k] != p->rows))
+            tu_failf("%s: gradient %d: %lld rows of %lld segments of %lld rows for %lld rows", what, k,
+                     (long long)a->out_rows[k], (long long)a->segments_per_out[k], (long long)a->segment_rows,
+                     (long long)p->rows);
 }
 
 /* Inputs uniform in [-2, 2), running statistics in [0.05, 2): inference may take one
