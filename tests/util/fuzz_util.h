@@ -26,7 +26,8 @@ struct tu_fuzz {
     /* fills input `name` (NULL: uniform in [-2, 2)) */
     void (*fill)(tu_fuzz *f, const char *name, tu_buf *b);
     int data_may_be_invalid; /* execute may refuse the filled data (INVALID_ARGUMENT) */
-    int wide_percent;        /* norm_fuzz_draw: draws with one dim of a real width (0: none) */
+    int wide_percent;        /* draws of real sizes, in percent (0: none, and nothing drawn for it):
+                                norm_fuzz_draw one dim of X, test_sdpa_fuzz head dims and lengths */
 };
 
 int tu_fz_pick(tu_rng *r, int n);         /* [0, n) */
