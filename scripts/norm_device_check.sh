@@ -78,8 +78,11 @@ sanitize() { # TOOL TEST: compute-sanitizer on the test's small cases
 if [[ ${PRECOMPILE:-1} == 1 && $what != bench ]]; then
     # every norm and cnorm key into the tests' cache, 16 at once (the fuzz test's draws reach
     # many keys the case tables do not; cached keys cost nothing)
-    say "frost-precompile --selectors norm,cnorm -j 16"
-    run_to 300 /tmp/norm-precompile.log "$B/tools/frost-precompile" --arch sm_90a --selectors norm,cnorm -j 16 || rc=1
+    cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+    arch=sm_${cap:-90}
+    [[ $arch == sm_90 ]] && arch=sm_90a # the runtime compiles Hopper's keys for sm_90a
+    say "frost-precompile --arch $arch --selectors norm,cnorm -j 16"
+    run_to 300 /tmp/norm-precompile.log "$B/tools/frost-precompile" --arch "$arch" --selectors norm,cnorm -j 16 || rc=1
     tail -2 /tmp/norm-precompile.log | tee -a "$L"
 fi
 if [[ $what == quick ]]; then
