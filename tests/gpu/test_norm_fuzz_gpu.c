@@ -37,8 +37,8 @@
  *
  * FROST_FUZZ_ITERS sets the draws per op and direction (default 300; FROST_TEST_SMALL=1:
  * 40, for compute-sanitizer).  At the end a table counts, per op and direction, the draws
- * the reference built and the graphs the GPU ran or refused; each op and direction must
- * have run on the GPU at least ITERS / 50 times.
+ * the reference built and the graphs the GPU ran or refused (FROST_TEST_VERBOSE=1 prints
+ * each refusal); each op and direction must have run on the GPU at least ITERS / 50 times.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -159,6 +159,8 @@ static void run_both(tu_fuzz *fc, tu_fuzz *fg, const frost__device *dev, tu_rng 
         const int got = tu_run_cuda(fg->g, dev, &s, tu_fz_chance(rd, 12), 2);
         if (got < 0)
             refused[op][backward]++;
+        if (got < 0 && getenv("FROST_TEST_VERBOSE"))
+            fprintf(stderr, "%s: refused: %s\n", what, frost_last_error());
         if (got > 0) {
             ran[op][backward]++;
             tu_fz_check_explain(fg->g, rd, what);
