@@ -85,8 +85,9 @@ static int built, ran, ran_op[TU_NF_OPS][2], wide_planned;
 
 /* One draw: checked, planned by the cuda engine's select and (unless `wide`: only added
  * and planned) built and run. */
-static void one_graph(frost_context *ctx, uint64_t seed, int index, int op, int backward, int it, int wide)
+static void one_graph(frost_context *ctx, uint64_t seed, int index, int kind, int it, int wide)
 {
+    const int op = kind / 2, backward = kind % 2;
     char what[96];
     snprintf(what, sizeof what, "%s %s, %sgraph %d", tu_nf_op_names[op], backward ? "backward" : "forward",
              wide ? "wide " : "", it);
@@ -98,10 +99,10 @@ static void one_graph(frost_context *ctx, uint64_t seed, int index, int op, int 
     tu_fz_expect_refusal(s, what);
     if (s == FROST_OK && f.aliased)
         tu_failf("%s: accepted X as one of its outputs", what);
-    const int before = tu_fz_planned[0];
-    if (s == FROST_OK)
-        tu_fz_check_cuda_plans(f.g, what, check_row_plan);
-    wide_planned += wide ? tu_fz_planned[0] - before : 0;
+    if (s == FROST_OK) {
+        const int planned = tu_fz_check_cuda_plans(f.g, what, check_row_plan);
+        wide_planned += wide ? planned : 0;
+    }
     if (s == FROST_OK && !wide) {
         const int done = tu_fz_build_and_run(&f, what);
         built += done >= 0, ran += done > 0, ran_op[op][backward] += done > 0;
@@ -115,23 +116,9 @@ int main(void)
     const int only = tu_case_filter();
     frost_context *ctx = NULL;
     TU_OK(frost_context_create(NULL, &ctx));
-    int cases = 0;
-    /* ITERS small draws a op and direction, then PLAN_ITERS with one dim of a real width
+    /* ITERS small draws an op and direction, then PLAN_ITERS with one dim of a real width
      * (planned only: the reference would take too long on them) */
-    for (int wide = 0; wide < 2; wide++) {
-        const int iters = wide ? PLAN_ITERS : ITERS, base = wide ? TU_NF_OPS * 2 * ITERS : 0;
-        for (int op = 0; op < TU_NF_OPS && ctx; op++)
-            for (int backward = 0; backward < 2; backward++)
-                for (int it = 0; it < iters; it++) {
-                    const int index = base + (op * 2 + backward) * iters + it;
-                    if (only >= 0 && index != only)
-                        continue;
-                    tu_case_begin();
-                    one_graph(ctx, seed, index, op, backward, it, wide);
-                    tu_case_end();
-                    cases++;
-                }
-    }
+    const int cases = tu_fz_cases(ctx, seed, TU_NF_OPS * 2, ITERS, PLAN_ITERS, one_graph);
     frost_context_destroy(ctx);
     printf("test_norm_fuzz: %d graphs, %d built, %d ran (forward / backward:", cases, built, ran);
     for (int op = 0; op < TU_NF_OPS; op++)

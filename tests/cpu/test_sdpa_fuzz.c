@@ -165,10 +165,10 @@ static void one_graph(frost_context *ctx, uint64_t seed, int index, int backward
     tu_fz_expect_refusal(s, what);
     if (s == FROST_OK && z.f.aliased)
         tu_failf("%s: accepted Q as one of its outputs", what);
-    const int before = tu_fz_planned[0];
-    if (s == FROST_OK)
-        tu_fz_check_cuda_plans(z.f.g, what, NULL);
-    wide_planned += wide ? tu_fz_planned[0] - before : 0;
+    if (s == FROST_OK) {
+        const int planned = tu_fz_check_cuda_plans(z.f.g, what, NULL);
+        wide_planned += wide ? planned : 0;
+    }
     if (s == FROST_OK && !wide) {
         const int done = tu_fz_build_and_run(&z.f, what);
         built += done >= 0, ran[backward] += done > 0;
@@ -182,22 +182,9 @@ int main(void)
     const int only = tu_case_filter();
     frost_context *ctx = NULL;
     TU_OK(frost_context_create(NULL, &ctx));
-    int cases = 0;
     /* ITERS small draws a direction, then PLAN_ITERS with real head dims and lengths
      * (planned only) */
-    for (int wide = 0; wide < 2; wide++) {
-        const int iters = wide ? PLAN_ITERS : ITERS, base = wide ? 2 * ITERS : 0;
-        for (int backward = 0; backward < 2 && ctx; backward++)
-            for (int it = 0; it < iters; it++) {
-                const int index = base + backward * iters + it;
-                if (only >= 0 && index != only)
-                    continue;
-                tu_case_begin();
-                one_graph(ctx, seed, index, backward, it, wide);
-                tu_case_end();
-                cases++;
-            }
-    }
+    const int cases = tu_fz_cases(ctx, seed, 2, ITERS, PLAN_ITERS, one_graph);
     frost_context_destroy(ctx);
     printf("test_sdpa_fuzz: %d graphs, %d built, %d forward and %d backward ran\n", cases, built, ran[0], ran[1]);
     printf("test_sdpa_fuzz: the cuda engine's select planned %d / %d nodes (%d of them wide) and refused %d / %d "

@@ -248,6 +248,27 @@ int tu_fz_build_and_run(tu_fuzz *f, const char *what)
     return tu_fz_run(f, what);
 }
 
+int tu_fz_cases(frost_context *ctx, uint64_t seed, int kinds, int iters, int wide_iters,
+                void (*one)(frost_context *ctx, uint64_t seed, int index, int kind, int it, int wide))
+{
+    const int only = tu_case_filter();
+    int cases = 0;
+    for (int wide = 0; wide < 2 && ctx; wide++) {
+        const int n = wide ? wide_iters : iters, base = wide ? kinds * iters : 0;
+        for (int kind = 0; kind < kinds; kind++)
+            for (int it = 0; it < n; it++) {
+                const int index = base + kind * n + it;
+                if (only >= 0 && index != only)
+                    continue;
+                tu_case_begin();
+                one(ctx, seed, index, kind, it, wide);
+                tu_case_end();
+                cases++;
+            }
+    }
+    return cases;
+}
+
 /* ---- the cuda engine's planning, on the host ---- */
 
 static frost__device planning_devices[2] = {
@@ -268,10 +289,11 @@ static frost__device planning_devices[2] = {
 };
 int tu_fz_planned[2], tu_fz_plan_refused[2];
 
-void tu_fz_check_cuda_plans(const frost_graph *graph, const char *what,
-                            void (*check)(int op, const void *problem, const void *plan, int sm90, const char *what))
+int tu_fz_check_cuda_plans(const frost_graph *graph, const char *what,
+                           void (*check)(int op, const void *problem, const void *plan, int sm90, const char *what))
 {
     const frost__graph *g = &graph->g;
+    const int before = tu_fz_planned[0];
     for (int i = 0; i < g->num_nodes; i++) {
         const frost__node *n = &g->nodes[i];
         const frost__op_impl *impl = frost__op_classes[n->op]->impl[FROST__ENGINE_CUDA];
@@ -297,4 +319,5 @@ void tu_fz_check_cuda_plans(const frost_graph *graph, const char *what,
             frost__buf_free(&why);
         }
     }
+    return tu_fz_planned[0] - before;
 }

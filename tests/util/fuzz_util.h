@@ -60,15 +60,22 @@ int tu_fz_run(tu_fuzz *f, const char *what);
  * else 1 when the graph ran and 0 when it did not. */
 int tu_fz_build_and_run(tu_fuzz *f, const char *what);
 
+/* The case loop of a fuzz test: `iters` draws of each of `kinds` kinds (kind-major), then
+ * `wide_iters` of each with wide set, numbered on from the small ones; only
+ * FROST_TEST_CASE's draw when it is set.  Each is one(ctx, seed, index, kind, it, wide)
+ * between tu_case_begin and tu_case_end.  Returns the number of draws run. */
+int tu_fz_cases(frost_context *ctx, uint64_t seed, int kinds, int iters, int wide_iters,
+                void (*one)(frost_context *ctx, uint64_t seed, int index, int kind, int it, int wide));
+
 /* ---- the cuda engine's planning, on the host ---- */
 /* Every node of g through the cuda engine's select (its whole planning: it never compiles
  * nor touches a device) on two devices described here, an H200 (sm_90, index 0) and an
  * A100 (sm_80, index 1): each must plan, or refuse with NOT_SUPPORTED and a sentence.
  * check (NULL: none) sees each plan before it is released: the node's frost__op, its
  * problem, the plan and whether the device is sm_90.  Counts land in tu_fz_planned and
- * tu_fz_plan_refused, per device. */
-void tu_fz_check_cuda_plans(const frost_graph *g, const char *what,
-                            void (*check)(int op, const void *problem, const void *plan, int sm90, const char *what));
+ * tu_fz_plan_refused, per device; returns the nodes planned on the sm_90 device. */
+int tu_fz_check_cuda_plans(const frost_graph *g, const char *what,
+                           void (*check)(int op, const void *problem, const void *plan, int sm90, const char *what));
 extern int tu_fz_planned[2], tu_fz_plan_refused[2];
 
 #endif /* FROST_TEST_FUZZ_UTIL_H */
