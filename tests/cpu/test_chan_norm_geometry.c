@@ -136,6 +136,52 @@ static int choose_with(const char *env, choose_fn choose, const cnorm_shape *s, 
     return ok;
 }
 
+/* ---- invariants the kernels rely on, for the fixed and the random shapes ---------------- */
+
+/* The tiled path: whole sets and units, tiles that cut the segment, a resident segment
+ * within the resident blocks, shared memory within a block's. */
+static void check_tiled(const cnorm_shape *s, const cnorm_device *dev, const cnorm_geometry *geo)
+{
+    const int64_t seg_rows = s->kind == BN ? s->n * s->hw : s->hw;
+    if (geo->cw <= 0 || s->c % geo->cw != 0 || geo->cw % s->cw_unit != 0 || geo->sets != geo->cw / s->cg)
+        tu_failf("window %lld is not whole sets and units of C %lld", (long long)geo->cw, (long long)s->c);
+    if (geo->rows <= 0 || geo->rows % CNORM_ROW_ALIGN != 0 || geo->k_tiles != (seg_rows + geo->rows - 1) / geo->rows)
+        tu_failf("%lld rows x %lld tiles do not cut a %lld-row segment", (long long)geo->rows, (long long)geo->k_tiles,
+                 (long long)seg_rows);
+    if (geo->resident && geo->k_tiles > dev->sms * geo->blocks)
+        tu_failf("a resident segment of %lld tiles exceeds the %lld resident blocks", (long long)geo->k_tiles,
+                 (long long)(dev->sms * geo->blocks));
+    const size_t per_block = dev->smem_per_sm / (size_t)geo->blocks - dev->reserved;
+    if (geo->smem > (dev->optin < per_block ? dev->optin : per_block) ||
+        geo->smem != frost__cnorm_smem_bytes(s, geo->rows, geo->cw))
+        tu_failf("%zu bytes of shared memory do not fit a block", geo->smem);
+    if (geo->num_tiles != geo->num_segments * geo->k_tiles)
+        tu_failf("%lld tiles for %lld segments of %lld", (long long)geo->num_tiles, (long long)geo->num_segments,
+                 (long long)geo->k_tiles);
+}
+
+/* The cluster path's tiles cut the segment without an empty one (BatchNorm's in whole
+ * samples). */
+static void check_cluster_cut(const cnorm_shape *s, const cnorm_geometry *geo)
+{
+    const int batch = s->kind == BN;
+    const int64_t seg_rows = batch ? s->n * s->hw : s->hw;
+    if (geo->rows * geo->k_tiles < seg_rows || (geo->k_tiles - 1) * geo->rows >= seg_rows ||
+        geo->seg_rows != seg_rows || (batch && geo->rows % s->hw != 0))
+        tu_failf("%lld rows x %lld tiles do not cut %lld rows without an empty tile", (long long)geo->rows,
+                 (long long)geo->k_tiles, (long long)seg_rows);
+}
+
+/* The plane path: whole warps, at most CNP_MAX_THREADS, as few as cover the plane. */
+static void check_plane_threads(const cnorm_shape *s, const cnorm_geometry *geo)
+{
+    const int64_t units = s->hw * s->esize / 16;
+    if (geo->plane % 32 != 0 || geo->plane > CNP_MAX_THREADS || geo->plane * geo->plane_units < units ||
+        (geo->plane - 32) * geo->plane_units >= units)
+        tu_failf("%lld threads of %lld units for a plane of %lld units", (long long)geo->plane,
+                 (long long)geo->plane_units, (long long)units);
+}
+
 static void run_case(int index, const geo_case *c)
 {
     tu_set_context("test_chan_norm_geometry", 0, index, c->name);
@@ -150,7 +196,6 @@ static void run_case(int index, const geo_case *c)
         tu_failf("no tiling found");
         return;
     }
-    const int64_t seg_rows = c->kind == BN ? c->n * c->hw : c->hw;
     if (c->cw && geo.cw != c->cw)
         tu_failf("window %lld channels, expected %lld", (long long)geo.cw, (long long)c->cw);
     if (c->k && geo.k_tiles != c->k)
@@ -159,22 +204,7 @@ static void run_case(int index, const geo_case *c)
         tu_failf("resident %d, expected %d", geo.resident, c->resident);
     if (geo.blocks != c->blocks)
         tu_failf("%lld blocks per SM, expected %lld", (long long)geo.blocks, (long long)c->blocks);
-    /* invariants the kernels and the exchange rely on */
-    if (geo.cw <= 0 || c->c % geo.cw != 0 || geo.cw % s.cw_unit != 0 || geo.sets != geo.cw / s.cg)
-        tu_failf("window %lld is not whole sets and units of C %lld", (long long)geo.cw, (long long)c->c);
-    if (geo.rows % CNORM_ROW_ALIGN != 0 || geo.k_tiles != (seg_rows + geo.rows - 1) / geo.rows)
-        tu_failf("%lld rows x %lld tiles do not cut a %lld-row segment", (long long)geo.rows, (long long)geo.k_tiles,
-                 (long long)seg_rows);
-    if (geo.resident && geo.k_tiles > dev.sms * geo.blocks)
-        tu_failf("a resident segment of %lld tiles exceeds the %lld resident blocks", (long long)geo.k_tiles,
-                 (long long)(dev.sms * geo.blocks));
-    const size_t per_block = dev.smem_per_sm / (size_t)geo.blocks - dev.reserved;
-    if (geo.smem > (dev.optin < per_block ? dev.optin : per_block) ||
-        geo.smem != frost__cnorm_smem_bytes(&s, geo.rows, geo.cw))
-        tu_failf("%zu bytes of shared memory do not fit a block", geo.smem);
-    if (geo.num_tiles != geo.num_segments * geo.k_tiles)
-        tu_failf("%lld tiles for %lld segments of %lld", (long long)geo.num_tiles, (long long)geo.num_segments,
-                 (long long)geo.k_tiles);
+    check_tiled(&s, &dev, &geo); /* invariants the kernels and the exchange rely on */
 }
 
 /* ---- the cluster path ---------------------------------------------------------------- */
@@ -255,11 +285,7 @@ static void run_cluster_case(int index, const cluster_case *c, int clusters)
     if (c->c % geo.cw != 0 || geo.cw % s.cw_unit != 0 || geo.sets != geo.cw / s.cg || geo.cw / vec > CNC_THREADS)
         tu_failf("window %lld is not whole sets and units of C %lld", (long long)geo.cw, (long long)c->c);
     const int batch = c->kind == BN; /* a BatchNorm segment is a window over every sample, cut in whole samples */
-    const int64_t seg_rows = batch ? c->n * c->hw : c->hw;
-    if (geo.rows * geo.k_tiles < seg_rows || (geo.k_tiles - 1) * geo.rows >= seg_rows || geo.seg_rows != seg_rows ||
-        (batch && geo.rows % c->hw != 0))
-        tu_failf("%lld rows x %lld tiles do not cut %lld rows without an empty tile", (long long)geo.rows,
-                 (long long)geo.k_tiles, (long long)seg_rows);
+    check_cluster_cut(&s, &geo);
     const int64_t units = c->nhwc ? geo.cw / vec : 32; /* NCHW reserves the smallest reduction scratch */
     /* a tile past a block's shared memory (NCHW) holds whole units, as many as fit, and leaves
      * over at most half of L2 across the SMs */
@@ -432,11 +458,9 @@ static void run_plane_case(int index, const cluster_case *c)
     if (geo.plane != c->cw || geo.plane_units != c->k)
         tu_failf("%lld threads of %lld units, expected %lld of %lld", (long long)geo.plane, (long long)geo.plane_units,
                  (long long)c->cw, (long long)c->k);
-    const int64_t units = c->hw * c->esize / 16;
-    if (geo.plane % 32 != 0 || geo.plane > CNP_MAX_THREADS || (!c->env && geo.plane > CNP_RULE_THREADS) ||
-        geo.plane * geo.plane_units < units || (geo.plane - 32) * geo.plane_units >= units)
-        tu_failf("%lld threads of %lld units for a plane of %lld units", (long long)geo.plane,
-                 (long long)geo.plane_units, (long long)units);
+    check_plane_threads(&s, &geo);
+    if (!c->env && geo.plane > CNP_RULE_THREADS)
+        tu_failf("%lld threads a plane, past the rule's %d", (long long)geo.plane, CNP_RULE_THREADS);
     if (geo.plane_per_block != (geo.plane == 32 ? CNP_WARP_PLANES : 1))
         tu_failf("%lld planes a block of %lld-thread planes", (long long)geo.plane_per_block, (long long)geo.plane);
     if (geo.k_tiles != 1 || geo.num_tiles != c->n * c->c || geo.num_segments != c->n * c->c || geo.sets != 1 ||
@@ -495,28 +519,12 @@ static void run_random_shape(int index, uint64_t seed, int taken[4])
     const cnorm_device dev = random_device(&r);
     const cnorm_shape s = make_shape(kind, nhwc, tensors, n, c, hw, groups, esize);
     const int batch = kind == BN;
-    const int64_t seg_rows = batch ? n * hw : hw;
-    const size_t block_cap = dev.optin;
     cnorm_geometry geo;
 
     /* the three-kernel / resident tiling */
     if (frost__cnorm_choose_geometry(&s, &dev, 1, &geo)) {
         taken[0]++;
-        const size_t per_block = dev.smem_per_sm / (size_t)geo.blocks - dev.reserved;
-        if (geo.cw <= 0 || c % geo.cw != 0 || geo.cw % s.cw_unit != 0 || geo.sets != geo.cw / s.cg)
-            tu_failf("%s: window %lld is not whole sets and units of C", what, (long long)geo.cw);
-        if (geo.rows <= 0 || geo.rows % CNORM_ROW_ALIGN != 0 || geo.k_tiles != (seg_rows + geo.rows - 1) / geo.rows)
-            tu_failf("%s: %lld rows x %lld tiles do not cut a %lld-row segment", what, (long long)geo.rows,
-                     (long long)geo.k_tiles, (long long)seg_rows);
-        if (geo.resident && geo.k_tiles > dev.sms * geo.blocks)
-            tu_failf("%s: a resident segment of %lld tiles exceeds %lld resident blocks", what, (long long)geo.k_tiles,
-                     (long long)(dev.sms * geo.blocks));
-        if (geo.smem > (block_cap < per_block ? block_cap : per_block) ||
-            geo.smem != frost__cnorm_smem_bytes(&s, geo.rows, geo.cw))
-            tu_failf("%s: %zu bytes of shared memory do not fit a block", what, geo.smem);
-        if (geo.num_tiles != geo.num_segments * geo.k_tiles)
-            tu_failf("%s: %lld tiles for %lld segments of %lld", what, (long long)geo.num_tiles,
-                     (long long)geo.num_segments, (long long)geo.k_tiles);
+        check_tiled(&s, &dev, &geo);
     }
     /* the cluster path */
     if (frost__cnorm_choose_cluster(&s, &dev, &geo)) {
@@ -529,11 +537,10 @@ static void run_random_shape(int index, uint64_t seed, int taken[4])
         if (c % geo.cw != 0 || geo.cw % s.cw_unit != 0 || geo.sets != geo.cw / s.cg ||
             (nhwc && geo.cw / vec > CNC_THREADS))
             tu_failf("%s: window %lld is not whole sets and units of C", what, (long long)geo.cw);
-        if (geo.rows * geo.k_tiles < seg_rows || (geo.k_tiles - 1) * geo.rows >= seg_rows || geo.seg_rows != seg_rows ||
-            (batch && geo.rows % hw != 0) || (!nhwc && geo.rows % vec != 0))
-            tu_failf("%s: %lld rows x %lld tiles do not cut %lld rows without an empty tile", what, (long long)geo.rows,
-                     (long long)geo.k_tiles, (long long)seg_rows);
-        if (geo.smem > block_cap || geo.num_tiles != geo.num_segments * geo.k_tiles ||
+        check_cluster_cut(&s, &geo);
+        if (!nhwc && geo.rows % vec != 0)
+            tu_failf("%s: NCHW tiles of %lld rows are not whole 16-byte units", what, (long long)geo.rows);
+        if (geo.smem > dev.optin || geo.num_tiles != geo.num_segments * geo.k_tiles ||
             geo.num_segments != (batch ? 1 : n) * (c / geo.cw))
             tu_failf("%s: %zu bytes of shared memory, %lld tiles for %lld segments", what, geo.smem,
                      (long long)geo.num_tiles, (long long)geo.num_segments);
@@ -552,18 +559,16 @@ static void run_random_shape(int index, uint64_t seed, int taken[4])
             tu_failf("%s: %lld rows x %lld tiles do not cut %lld rows over the resident blocks", what,
                      (long long)geo.rows, (long long)geo.k_tiles, (long long)rows_all);
         if (geo.keep_rows < 0 || geo.early_rows < 0 || geo.keep_rows + geo.early_rows > geo.rows ||
-            geo.smem > block_cap || geo.num_tiles != geo.windows * geo.k_tiles)
+            geo.smem > dev.optin || geo.num_tiles != geo.windows * geo.k_tiles)
             tu_failf("%s: %lld + %lld of %lld rows kept, %zu bytes of shared memory", what, (long long)geo.keep_rows,
                      (long long)geo.early_rows, (long long)geo.rows, geo.smem);
     }
     /* the plane path (NCHW, a block a plane) */
     if (frost__cnorm_choose_plane(&s, &dev, &geo)) {
         taken[3]++;
-        const int64_t units = hw * esize / 16;
-        if (nhwc || batch || geo.plane % 32 != 0 || geo.plane > CNP_MAX_THREADS ||
-            geo.plane * geo.plane_units < units || (geo.plane - 32) * geo.plane_units >= units)
-            tu_failf("%s: %lld threads of %lld units for a plane of %lld units", what, (long long)geo.plane,
-                     (long long)geo.plane_units, (long long)units);
+        check_plane_threads(&s, &geo);
+        if (nhwc || batch)
+            tu_failf("%s: the plane path for an %s %s", what, nhwc ? "NHWC" : "NCHW", batch ? "BatchNorm" : "op");
         if (geo.k_tiles != 1 || geo.num_tiles != n * c || geo.rows != hw || !geo.resident || geo.cluster)
             tu_failf("%s: not a block a plane: %lld tiles of %lld rows", what, (long long)geo.num_tiles,
                      (long long)geo.rows);
