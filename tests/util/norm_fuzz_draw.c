@@ -21,6 +21,18 @@ static void widen(tu_fuzz *f, int64_t *dims, int rank, int at, const int64_t *si
 const char *const tu_nf_op_names[TU_NF_OPS] = {"layernorm", "rmsnorm",      "adalayernorm",
                                                "groupnorm", "instancenorm", "batchnorm"};
 
+/* X's rank, in [lo, hi] or now and then `below` or past FROST_MAX_RANK, and its dims (all
+ * FROST_MAX_RANK + 1 drawn, mostly small). */
+static int draw_x(tu_rng *r, int lo, int hi, int below, int64_t dims[FROST_MAX_RANK + 1])
+{
+    int rank = (int)tu_int(r, lo, hi);
+    if (tu_fz_chance(r, 2))
+        rank = tu_fz_chance(r, 50) ? below : FROST_MAX_RANK + 1;
+    for (int i = 0; i < FROST_MAX_RANK + 1; i++)
+        dims[i] = tu_fz_small_dim(r);
+    return rank;
+}
+
 static double epsilon(tu_rng *r)
 {
     static const double ok[] = {0.0, 1e-5, 1e-3, 0.25};
@@ -67,12 +79,8 @@ static frost_status created(tu_fuzz *f, frost_status s, const frost_tensor *a, c
 static frost_status add_row_norm(tu_fuzz *f, tu_nf_op op, int backward)
 {
     tu_rng *r = f->r;
-    int rank = (int)tu_int(r, 1, 4);
-    if (tu_fz_chance(r, 2))
-        rank = tu_fz_chance(r, 50) ? 0 : FROST_MAX_RANK + 1;
     int64_t dims[FROST_MAX_RANK + 1];
-    for (int i = 0; i < FROST_MAX_RANK + 1; i++)
-        dims[i] = tu_fz_small_dim(r);
+    const int rank = draw_x(r, 1, 4, 0, dims);
     static const int64_t wide_rows[] = {128, 256, 1000, 1024, 2048, 4096, 5120, 8192, 12288, 16384, 20000};
     widen(f, dims, rank, rank - 1, wide_rows, (int)(sizeof wide_rows / sizeof wide_rows[0]));
     int norm_dims = tu_fz_chance(r, 85) ? (int)tu_int(r, 0, rank > 1 ? 2 : 1) : (int)tu_int(r, -1, rank + 1);
@@ -142,12 +150,8 @@ static frost_status add_row_norm(tu_fuzz *f, tu_nf_op op, int backward)
 static frost_status add_chan_norm(tu_fuzz *f, tu_nf_op op, int backward)
 {
     tu_rng *r = f->r;
-    int rank = (int)tu_int(r, 2, 5);
-    if (tu_fz_chance(r, 2))
-        rank = tu_fz_chance(r, 50) ? 1 : FROST_MAX_RANK + 1;
     int64_t dims[FROST_MAX_RANK + 1];
-    for (int i = 0; i < FROST_MAX_RANK + 1; i++)
-        dims[i] = tu_fz_small_dim(r);
+    const int rank = draw_x(r, 2, 5, 1, dims);
     if (rank >= 2 && tu_fz_chance(r, 50))
         dims[1] = 4 * (int64_t)tu_int(r, 1, 4); /* channels with divisors */
     static const int64_t wide_chan[] = {32, 64, 96, 128, 256, 320, 512}, wide_space[] = {32, 64, 100, 256, 1024};
