@@ -39,9 +39,54 @@ static int is_row_norm(frost__op op)
            op == FROST__OP_RMSNORM_BWD || op == FROST__OP_ADALAYERNORM_FWD || op == FROST__OP_ADALAYERNORM_BWD;
 }
 
+/* Where the plan says row r of a slot starts (norm_rows, norm_kernel.cuh). */
+static int64_t plan_row(const frost__norm_runs *u, int slot, int64_t r)
+{
+    const norm_rows *m = &u->slot[slot];
+    return u->run > 0 ? r / u->run * m->between + r % u->run * m->stride : r * m->stride;
+}
+
+/* Where row r of a slot starts by its outer strides (row-major over X's outer dims). */
+static int64_t true_row(const frost__norm_problem *p, int slot, int64_t r)
+{
+    int64_t off = 0;
+    for (int i = p->outer_rank - 1; i >= 0; i--) {
+        off += r % p->outer_dims[i] * p->slot[slot].outer_stride[i];
+        r /= p->outer_dims[i];
+    }
+    return off;
+}
+
+/* The plan's row runs: a run of whole rows with ROW_RUNS in the key exactly when there are
+ * several, and every data and statistics row where its strides put it (first, last and
+ * middle rows, and those around the first run boundaries). */
+static void check_runs(const frost__norm_problem *p, const frost__norm_plan *pl, const char *what)
+{
+    static const int slots[] = {FROST__NORM_X,   FROST__NORM_Y,    FROST__NORM_D_Y,
+                                FROST__NORM_D_X, FROST__NORM_MEAN, FROST__NORM_INV_STD};
+    const frost__norm_runs *u = &pl->runs;
+    int keyed = 0;
+    for (int i = 0; i < pl->key.num_defines; i++)
+        keyed |= strcmp(pl->key.defines[i], "ROW_RUNS") == 0;
+    if (u->run < 0 || (u->run > 0) != keyed || (u->run > 0) != (u->split > 0) ||
+        (u->run > 0 && (u->run < 2 || u->run >= p->rows || p->rows % u->run)))
+        tu_failf("%s: runs of %lld rows (split %d, ROW_RUNS %d) for %lld rows", what, (long long)u->run, u->split,
+                 keyed, (long long)p->rows);
+    const int64_t run = u->run > 0 ? u->run : 1;
+    const int64_t probes[] = {0, 1, run - 1, run, run + 1, 2 * run - 1, 2 * run, p->rows / 2, p->rows - 2, p->rows - 1};
+    for (size_t s = 0; s < sizeof slots / sizeof slots[0]; s++)
+        for (size_t k = 0; p->slot[slots[s]].present && k < sizeof probes / sizeof probes[0]; k++) {
+            const int64_t r = probes[k];
+            if (r < 0 || r >= p->rows || plan_row(u, slots[s], r) == true_row(p, slots[s], r))
+                continue;
+            tu_failf("%s: slot %d row %lld starts at %lld by the plan's runs, at %lld by its strides", what, slots[s],
+                     (long long)r, (long long)plan_row(u, slots[s], r), (long long)true_row(p, slots[s], r));
+        }
+}
+
 /* What the row-norm kernels rely on in a plan: whole row groups in a block of whole warps,
  * a row covered by its group unless chunked, a reduce of whole warps, no split rows without
- * clusters. */
+ * clusters, rows where the strides put them. */
 static void check_row_plan(int op, const void *problem, const void *plan, int sm90, const char *what)
 {
     if (!is_row_norm((frost__op)op))
@@ -62,6 +107,7 @@ static void check_row_plan(int op, const void *problem, const void *plan, int sm
         tu_failf("%s: the reduce has %d threads", what, pl->reduce_threads);
     /* the backward's segments: whole runs of rows, each gradient row the sum of
      * segments_per_out of them, all rows covered once */
+    check_runs(p, pl, what);
     const frost__adanorm_cuda *a = &pl->ada;
     if (a->segment_rows < 1 || (p->rows > 0 && p->rows % a->segment_rows))
         tu_failf("%s: segments of %lld rows for %lld rows", what, (long long)a->segment_rows, (long long)p->rows);

@@ -10,9 +10,8 @@
  *   - SCALE, BIAS, D_SCALE, D_BIAS: inner_stride, and outer_stride with 0 on every outer
  *     dim the parameter does not carry (so always 0 for LayerNorm and RMSNorm, whose
  *     parameters have no outer dims or only 1s there).
- * row_stride is the single stride between consecutive rows when the outer dims collapse
- * to one (else -1); inner_contiguous says the inner dims collapse to one run of stride 1.
- * Kernels that need a simple layout check those two fields and refuse otherwise.
+ * inner_contiguous says the inner dims collapse to one run of stride 1; kernels that
+ * need rows evenly spaced collapse the outer strides with frost__norm_collapse().
  *
  * AdaLayerNorm is LayerNorm (kind FROST__NORM_LAYER) whose parameters may carry X's outer
  * dims: X [B, S, C] with scale, bias [B, 1, C] is the typical case.  param_outer_dims[k]
@@ -53,9 +52,13 @@ typedef struct frost__norm_layout {
     frost_dtype dtype;
     int64_t outer_stride[FROST_MAX_RANK];
     int64_t inner_stride[FROST_MAX_RANK];
-    int64_t row_stride;   /* -1 when the outer dims do not collapse */
     int inner_contiguous; /* inner dims collapse to a run of stride 1 */
 } frost__norm_layout;
+
+/* Collapses n dims into one evenly spaced run: 1, and in *stride the stride of the
+ * innermost dim that is not 1 (0 when all are 1; any stride when a dim is 0), when
+ * strides[i] == strides[i + 1] * dims[i + 1] across the dims that are not 1; else 0. */
+int frost__norm_collapse(int n, const int64_t *dims, const int64_t *strides, int64_t *stride);
 
 typedef struct frost__norm_problem {
     frost__norm_kind kind;

@@ -223,9 +223,7 @@ static frost_status check_output(frost__norm_add *a, const frost__norm_out *o, c
     return FROST_OK;
 }
 
-/* Collapses dims into one run: 1 and the stride of the innermost non-1 dim (0 if all dims
- * are 1) when stride[i] == stride[i+1] * dims[i+1] across the non-1 dims; else 0. */
-static int collapse(int n, const int64_t *dims, const int64_t *strides, int64_t *stride)
+int frost__norm_collapse(int n, const int64_t *dims, const int64_t *strides, int64_t *stride)
 {
     int found = 0;
     int64_t span = 0;
@@ -279,21 +277,18 @@ static void fill_layout(frost__norm_problem *p, int slot, const frost__tensor *t
     memset(l, 0, sizeof *l);
     l->present = 1;
     l->dtype = t->dtype;
-    l->row_stride = -1;
     if (which == LAYOUT_PARAM) {
         fill_param_outer(p, slot, t);
     } else {
         for (int i = 0; i < p->outer_rank; ++i)
             l->outer_stride[i] = t->strides[i];
-        if (collapse(p->outer_rank, p->outer_dims, l->outer_stride, &stride))
-            l->row_stride = stride;
     }
     if (which != LAYOUT_STATS) {
         int lead = t->rank - p->inner_rank;
         for (int i = 0; i < p->inner_rank; ++i)
             l->inner_stride[i] = t->strides[lead + i];
         l->inner_contiguous =
-            collapse(p->inner_rank, p->inner_dims, l->inner_stride, &stride) && (stride == 1 || p->cols == 1);
+            frost__norm_collapse(p->inner_rank, p->inner_dims, l->inner_stride, &stride) && (stride == 1 || p->cols == 1);
     }
 }
 

@@ -245,8 +245,8 @@ FROST_DEVICE void bwd_row_means(const norm_bwd_params *p, float sg, float sgx, n
 
 FROST_DEVICE void bwd_load_stats(const norm_bwd_params *p, int64_t row, float *mean_s, float *rstd_s)
 {
-    *mean_s = p->mean ? p->mean[row * p->mean_stride] : 0.0f;
-    *rstd_s = p->inv_std ? p->inv_std[row * p->inv_std_stride] : 1.0f;
+    *mean_s = p->mean ? p->mean[NORM_ROW(p, mean, row)] : 0.0f;
+    *rstd_s = p->inv_std ? p->inv_std[NORM_ROW(p, inv_std, row)] : 1.0f;
 }
 
 /* Staged rows read their saved statistics BWD_STATS_AHEAD rows ahead (FROST_NORM_TUNE
@@ -328,7 +328,7 @@ FROST_DEVICE void bwd_process(const norm_bwd_params *p, const uint32_t *x, const
     float mg, mgx;
     bwd_row_means(p, sg, sgx, red, &mg, &mgx);
     if (active)
-        bwd_write_dx(scale, 0, x, dy, (frost_io *)p->dx + row * p->dx_row_stride, lane, p->cols, 0, mean, rstd, mg,
+        bwd_write_dx(scale, 0, x, dy, (frost_io *)p->dx + NORM_ROW(p, dx, row), lane, p->cols, 0, mean, rstd, mg,
                      mgx, vec, units, acc_w, acc_b);
 }
 
@@ -338,8 +338,8 @@ FROST_DEVICE void bwd_process(const norm_bwd_params *p, const uint32_t *x, const
 FROST_DEVICE void bwd_load(const norm_bwd_params *p, int64_t row, int lane, const int vec, const int units,
                            uint32_t *x, uint32_t *dy, float *mean_s, float *rstd_s)
 {
-    norm_load_row(x, (const frost_io *)p->x + row * p->x_row_stride, lane, p->cols, vec, units);
-    norm_load_row(dy, (const frost_io *)p->dy + row * p->dy_row_stride, lane, p->cols, vec, units);
+    norm_load_row(x, (const frost_io *)p->x + NORM_ROW(p, x, row), lane, p->cols, vec, units);
+    norm_load_row(dy, (const frost_io *)p->dy + NORM_ROW(p, dy, row), lane, p->cols, vec, units);
     bwd_load_stats(p, row, mean_s, rstd_s);
 }
 
@@ -422,7 +422,7 @@ FROST_DEVICE void bwd_process_staged(const norm_bwd_params *p, const norm_cell *
         uint32_t x[ELEMS], dy[ELEMS];
         norm_unstage_row(x, ring, stage, 0, 2);
         norm_unstage_row(dy, ring, stage, 1, 2);
-        bwd_write_dx(scale, held, x, dy, (frost_io *)p->dx + row * p->dx_row_stride, lane, p->cols, 0, mean, rstd, mg,
+        bwd_write_dx(scale, held, x, dy, (frost_io *)p->dx + NORM_ROW(p, dx, row), lane, p->cols, 0, mean, rstd, mg,
                      mgx, VEC, NV, acc_w, acc_b);
     }
 }
@@ -521,8 +521,8 @@ FROST_DEVICE void bwd_stage_rows(const norm_bwd_params *p, norm_cell *ring, int 
                                  int lane)
 {
     const bool ok = r < end;
-    norm_stage_row(ring, slot, 0, 2, (const frost_io *)p->x + (ok ? r : 0) * p->x_row_stride, lane, p->cols, ok);
-    norm_stage_row(ring, slot, 1, 2, (const frost_io *)p->dy + (ok ? r : 0) * p->dy_row_stride, lane, p->cols, ok);
+    norm_stage_row(ring, slot, 0, 2, (const frost_io *)p->x + NORM_ROW(p, x, ok ? r : 0), lane, p->cols, ok);
+    norm_stage_row(ring, slot, 1, 2, (const frost_io *)p->dy + NORM_ROW(p, dy, ok ? r : 0), lane, p->cols, ok);
     norm_cp_async_commit();
 }
 #endif
@@ -644,7 +644,7 @@ FROST_DEVICE void bwd_rows_split(const norm_bwd_params *p)
             uint32_t x[ELEMS], dy[ELEMS];
             norm_unstage_row(x, ring, prev_stage, 0, 2);
             norm_unstage_row(dy, ring, prev_stage, 1, 2);
-            bwd_write_dx(p->scale, hw, x, dy, (frost_io *)p->dx + prev * p->dx_row_stride, lane, p->cols, 0,
+            bwd_write_dx(p->scale, hw, x, dy, (frost_io *)p->dx + NORM_ROW(p, dx, prev), lane, p->cols, 0,
                          prev_mean, prev_rstd, mg, mgx, VEC, NV, acc_w, acc_b);
             /* every thread reads only its own cells: its slot is free for row prev + STAGES */
             bwd_stage_rows(p, ring, prev_stage, prev + STAGES, end, lane);
@@ -684,8 +684,8 @@ FROST_DEVICE void bwd_rows_chunked(const norm_bwd_params *p, const int vec, cons
     for (int64_t first = start; first < end; first += ROWS_PER_BLOCK, row += ROWS_PER_BLOCK) {
         const bool active = row < end;
         const int64_t r = active ? row : start;
-        const frost_io *xrow = (const frost_io *)p->x + r * p->x_row_stride;
-        const frost_io *dyrow = (const frost_io *)p->dy + r * p->dy_row_stride;
+        const frost_io *xrow = (const frost_io *)p->x + NORM_ROW(p, x, r);
+        const frost_io *dyrow = (const frost_io *)p->dy + NORM_ROW(p, dy, r);
         const void *scale = bwd_scale_row(p, r);
         const int cols = active ? p->cols : 0; /* an idle group reads nothing */
         float mean_c = 0.0f, q = 0.0f;
@@ -700,11 +700,11 @@ FROST_DEVICE void bwd_rows_chunked(const norm_bwd_params *p, const int vec, cons
             }
             mean_c = norm_group_sum(s, red) * p->inv_cols;
         }
-        const float mean = p->mean ? (active ? p->mean[r * p->mean_stride] : 0.0f) : mean_c;
+        const float mean = p->mean ? (active ? p->mean[NORM_ROW(p, mean, r)] : 0.0f) : mean_c;
 #else
         const float mean = 0.0f;
 #endif
-        float rstd = p->inv_std && active ? p->inv_std[r * p->inv_std_stride] : 1.0f;
+        float rstd = p->inv_std && active ? p->inv_std[NORM_ROW(p, inv_std, r)] : 1.0f;
         if (!p->inv_std) {
             for (int c0 = 0; c0 < cols; c0 += chunk) {
                 norm_load_row(x, xrow + c0, lane, cols - c0, vec, units);
@@ -727,7 +727,7 @@ FROST_DEVICE void bwd_rows_chunked(const norm_bwd_params *p, const int vec, cons
         }
         float mg, mgx;
         bwd_row_means(p, sg, sgx, red, &mg, &mgx);
-        frost_io *dxrow = (frost_io *)p->dx + r * p->dx_row_stride;
+        frost_io *dxrow = (frost_io *)p->dx + NORM_ROW(p, dx, r);
         for (int c0 = 0; c0 < cols; c0 += chunk) {
             norm_load_row(x, xrow + c0, lane, cols - c0, vec, units);
             norm_load_row(dy, dyrow + c0, lane, cols - c0, vec, units);

@@ -168,13 +168,6 @@ static int aligned16(const void *ptr)
     return ((uintptr_t)ptr & 15u) == 0;
 }
 
-/* Elements between rows of a slot (select refused negative strides when rows >
- * 1). */
-static int64_t row_stride_of(const frost__norm_problem *p, int slot)
-{
-    return p->slot[slot].present && p->rows > 1 ? p->slot[slot].row_stride : 0;
-}
-
 static frost_status launch(const frost_context *ctx, frost__kernel *k, unsigned grid_x, unsigned grid_y, unsigned block,
                            size_t dyn_smem, void *params, void *stream)
 {
@@ -234,10 +227,11 @@ static frost_status fwd_execute(const frost_context *ctx, const frost__node *n, 
     params.mean = ptrs[FROST__NORM_MEAN];
     params.inv_std = ptrs[FROST__NORM_INV_STD];
     params.rows = p->rows;
-    params.x_row_stride = row_stride_of(p, FROST__NORM_X);
-    params.y_row_stride = row_stride_of(p, FROST__NORM_Y);
-    params.mean_stride = row_stride_of(p, FROST__NORM_MEAN);
-    params.inv_std_stride = row_stride_of(p, FROST__NORM_INV_STD);
+    params.run = plan->runs.run;
+    params.x_rows = plan->runs.slot[FROST__NORM_X];
+    params.y_rows = plan->runs.slot[FROST__NORM_Y];
+    params.mean_rows = plan->runs.slot[FROST__NORM_MEAN];
+    params.inv_std_rows = plan->runs.slot[FROST__NORM_INV_STD];
     params.scale_map = plan->ada.scale;
     params.bias_map = plan->ada.bias;
     params.cols = (int32_t)p->cols;
@@ -280,11 +274,12 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
         params.partial_scale = plan->want_dscale ? partial[0] : NULL;
         params.partial_bias = plan->want_dbias ? partial[plan->want_dscale] : NULL;
         params.rows = p->rows;
-        params.x_row_stride = row_stride_of(p, FROST__NORM_X);
-        params.dy_row_stride = row_stride_of(p, FROST__NORM_D_Y);
-        params.dx_row_stride = row_stride_of(p, FROST__NORM_D_X);
-        params.mean_stride = row_stride_of(p, FROST__NORM_MEAN);
-        params.inv_std_stride = row_stride_of(p, FROST__NORM_INV_STD);
+        params.run = plan->runs.run;
+        params.x_rows = plan->runs.slot[FROST__NORM_X];
+        params.dy_rows = plan->runs.slot[FROST__NORM_D_Y];
+        params.dx_rows = plan->runs.slot[FROST__NORM_D_X];
+        params.mean_rows = plan->runs.slot[FROST__NORM_MEAN];
+        params.inv_std_rows = plan->runs.slot[FROST__NORM_INV_STD];
         params.rows_per_block = plan->rows_per_block;
         params.rows_extra = plan->rows_extra;
         params.rows_per_segment = plan->ada.segment_rows;

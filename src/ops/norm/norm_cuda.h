@@ -28,6 +28,17 @@ typedef struct frost__adanorm_cuda {
     int64_t segments_per_out[2], out_rows[2], out_stride[2];
 } frost__adanorm_cuda;
 
+/* Where the rows of each data and statistics slot start (norm_rows, norm_kernel.cuh): X's
+ * outer dims split at `split` into two groups that collapse to one stride each in every
+ * such slot (stride inside the group after the split, between over the group before it),
+ * making runs of `run` rows; split 0 and run 0 when all the outer dims collapse together
+ * (one run, the key has no ROW_RUNS).  Zeros for absent slots. */
+typedef struct frost__norm_runs {
+    int split;
+    int64_t run;
+    norm_rows slot[FROST__NORM_NUM_SLOTS];
+} frost__norm_runs;
+
 /* Fills a for problem p (any kind; LayerNorm and RMSNorm get identity maps and
  * one segment) or refuses with NOT_SUPPORTED and the constraint in why: carried
  * dims that do not form one run of x's outer dims collapsing to one stride, a
@@ -60,6 +71,7 @@ typedef struct frost__norm_plan {
     size_t ring_bytes;         /* dynamic shared memory of the ring */
     int want_dscale, want_dbias;
     frost__adanorm_cuda ada; /* parameter maps and backward segments */
+    frost__norm_runs runs;   /* where rows start (ROW_RUNS when runs.run > 0) */
     frost__kernel_key key, reduce_key;
     int reduce_threads; /* 32 positions x the reduce's slices of partial rows */
     int reduce_early;   /* the reduce is a programmatic dependent launch (runtime.h) */

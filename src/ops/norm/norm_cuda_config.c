@@ -179,29 +179,93 @@ static int held_params_fit(const frost__norm_problem *p, const frost__norm_plan 
     return 20 + 4 * plan->nv + words <= cap;
 }
 
+/* Writes "[a, b, c]" for n values. */
+static void print_list(frost__buf *why, int n, const int64_t *v)
+{
+    frost__buf_printf(why, "[");
+    for (int i = 0; i < n; i++)
+        frost__buf_printf(why, "%s%lld", i ? ", " : "", (long long)v[i]);
+    frost__buf_printf(why, "]");
+}
+
 /* Writes "3" or "[12, 1]" for a slot's inner strides. */
 static void print_inner_strides(frost__buf *why, const frost__norm_problem *p, const frost__norm_layout *l)
 {
-    if (p->inner_rank == 1) {
+    if (p->inner_rank == 1)
         frost__buf_printf(why, "%lld", (long long)l->inner_stride[0]);
-        return;
-    }
-    frost__buf_printf(why, "[");
-    for (int i = 0; i < p->inner_rank; i++)
-        frost__buf_printf(why, "%s%lld", i ? ", " : "", (long long)l->inner_stride[i]);
-    frost__buf_printf(why, "]");
+    else
+        print_list(why, p->inner_rank, l->inner_stride);
 }
 
 static const char *const slot_label[FROST__NORM_NUM_SLOTS] = {
     "X", "scale", "bias", "Y", "mean", "inv_std", "dY", "dX", "d_scale", "d_bias",
 };
 
-/* Layout checks shared by both directions; NOT_SUPPORTED with the sentence in why. */
-static frost_status check_layouts(const frost__norm_problem *p, frost__buf *why)
+/* The slots whose rows the kernels address (norm_rows). */
+static const int row_slots[] = {FROST__NORM_X, FROST__NORM_Y, FROST__NORM_D_Y, FROST__NORM_D_X, FROST__NORM_MEAN,
+                                FROST__NORM_INV_STD};
+
+/* Whether slot's outer dims split at k into two groups that each collapse to one stride;
+ * the strides in *r (stride: the group after k, between: the group before). */
+static int split_slot(const frost__norm_problem *p, int slot, int k, norm_rows *r)
+{
+    const frost__norm_layout *l = &p->slot[slot];
+    return frost__norm_collapse(p->outer_rank - k, p->outer_dims + k, l->outer_stride + k, &r->stride) &&
+           frost__norm_collapse(k, p->outer_dims, l->outer_stride, &r->between);
+}
+
+/* Where rows start (frost__norm_runs): the first split of X's outer dims at which every row
+ * slot's groups collapse, 0 meaning one run; else NOT_SUPPORTED with the slot named.
+ * (Strides are never negative: the graph refuses them.) */
+static frost_status find_runs(const frost__norm_problem *p, frost__norm_runs *runs, frost__buf *why)
+{
+    memset(runs, 0, sizeof *runs);
+    if (p->rows <= 1)
+        return FROST_OK; /* no row but the first (at offset 0) */
+    for (int k = 0; k < (p->outer_rank > 1 ? p->outer_rank : 1); k++) {
+        int ok = 1;
+        memset(runs, 0, sizeof *runs);
+        for (size_t i = 0; ok && i < FROST__ARRAY_SIZE(row_slots); i++)
+            ok = !p->slot[row_slots[i]].present || split_slot(p, row_slots[i], k, &runs->slot[row_slots[i]]);
+        if (!ok)
+            continue;
+        runs->split = k;
+        runs->run = k > 0 ? 1 : 0;
+        for (int i = k; k > 0 && i < p->outer_rank; i++)
+            runs->run *= p->outer_dims[i];
+        return FROST_OK;
+    }
+    /* no common split: name a slot that has none of its own, else say they disagree */
+    for (size_t i = 0; i < FROST__ARRAY_SIZE(row_slots); i++) {
+        const int slot = row_slots[i];
+        norm_rows r;
+        int any = 0;
+        for (int k = 0; !any && k < p->outer_rank; k++)
+            any = split_slot(p, slot, k, &r);
+        if (!p->slot[slot].present || any)
+            continue;
+        frost__buf_printf(why,
+                          "cuda norm needs %s's outer (row) dims to collapse to one stride, or to one stride "
+                          "each side of a split into two groups of dims; its outer dims ",
+                          slot_label[slot]);
+        print_list(why, p->outer_rank, p->outer_dims);
+        frost__buf_printf(why, " with strides ");
+        print_list(why, p->outer_rank, p->slot[slot].outer_stride);
+        frost__buf_printf(why, " do not (make the rows evenly spaced, e.g. packed)");
+        return FROST_NOT_SUPPORTED;
+    }
+    frost__buf_printf(why, "cuda norm needs the outer (row) dims of X, Y, dY, dX and the statistics split into two "
+                           "evenly spaced groups of dims at the same place; each of them splits, but not all at one "
+                           "dim (give all but one of them packed strides)");
+    return FROST_NOT_SUPPORTED;
+}
+
+/* Layout checks shared by both directions, and where rows start; NOT_SUPPORTED with the
+ * sentence in why. */
+static frost_status check_layouts(const frost__norm_problem *p, frost__norm_runs *runs, frost__buf *why)
 {
     static const int data_slots[] = {FROST__NORM_X, FROST__NORM_Y, FROST__NORM_D_Y, FROST__NORM_D_X};
     static const int param_slots[] = {FROST__NORM_SCALE, FROST__NORM_BIAS, FROST__NORM_D_SCALE, FROST__NORM_D_BIAS};
-    static const int stat_slots[] = {FROST__NORM_MEAN, FROST__NORM_INV_STD};
     if (p->cols > MAX_COLS) {
         frost__buf_printf(why,
                           "cuda norm handles up to %d normalized elements per row; "
@@ -211,22 +275,12 @@ static frost_status check_layouts(const frost__norm_problem *p, frost__buf *why)
     }
     for (size_t i = 0; i < FROST__ARRAY_SIZE(data_slots); i++) {
         const frost__norm_layout *l = &p->slot[data_slots[i]];
-        if (!l->present)
-            continue;
-        if (!l->inner_contiguous) {
+        if (l->present && !l->inner_contiguous) {
             frost__buf_printf(why,
                               "cuda norm needs the normalized dims contiguous "
                               "(stride 1); %s's inner stride is ",
                               slot_label[data_slots[i]]);
             print_inner_strides(why, p, l);
-            return FROST_NOT_SUPPORTED;
-        }
-        if (l->row_stride < 0 && p->rows > 1) {
-            frost__buf_printf(why,
-                              "cuda norm needs %s's outer (row) dims to collapse to one "
-                              "non-negative row stride; "
-                              "its %d outer dims do not (make the rows evenly spaced, e.g. packed)",
-                              slot_label[data_slots[i]], p->outer_rank);
             return FROST_NOT_SUPPORTED;
         }
     }
@@ -239,30 +293,19 @@ static frost_status check_layouts(const frost__norm_problem *p, frost__buf *why)
             return FROST_NOT_SUPPORTED;
         }
     }
-    for (size_t i = 0; i < FROST__ARRAY_SIZE(stat_slots); i++) {
-        const frost__norm_layout *l = &p->slot[stat_slots[i]];
-        if (l->present && l->row_stride < 0 && p->rows > 1) {
-            frost__buf_printf(why,
-                              "cuda norm needs %s's outer dims to collapse to one "
-                              "stride between rows; they do not "
-                              "(give it packed strides)",
-                              slot_label[stat_slots[i]]);
-            return FROST_NOT_SUPPORTED;
-        }
-    }
-    return FROST_OK;
+    return find_runs(p, runs, why);
 }
 
 /* Can every row of every data slot, and every per-sample parameter row the kernels read,
  * start on a 16-byte boundary (given aligned bases)? */
-static int rows_allow_vectors(const frost__norm_problem *p, int unit_elems)
+static int rows_allow_vectors(const frost__norm_problem *p, const frost__norm_runs *runs, int unit_elems)
 {
     static const int data_slots[] = {FROST__NORM_X, FROST__NORM_Y, FROST__NORM_D_Y, FROST__NORM_D_X};
     if (p->cols % unit_elems != 0)
         return 0;
     for (size_t i = 0; i < FROST__ARRAY_SIZE(data_slots); i++) {
-        const frost__norm_layout *l = &p->slot[data_slots[i]];
-        if (l->present && p->rows > 1 && l->row_stride % unit_elems != 0)
+        const norm_rows *r = &runs->slot[data_slots[i]];
+        if (r->stride % unit_elems != 0 || r->between % unit_elems != 0)
             return 0;
     }
     for (int slot = FROST__NORM_SCALE; slot <= FROST__NORM_BIAS && p->per_sample_params; slot++) {
@@ -323,19 +366,21 @@ frost_status frost__norm_cuda_config_unsplit(const frost__norm_problem *p, frost
 static frost_status config_plan(const frost__norm_problem *p, int rows_mode, frost__norm_plan *plan,
                                 frost__buf *why)
 {
-    frost_status s = check_layouts(p, why);
+    frost__norm_runs runs;
+    frost_status s = check_layouts(p, &runs, why);
     if (s != FROST_OK)
         return s;
     const frost_dtype io = p->slot[FROST__NORM_X].dtype;
     const int io_bytes = io == FROST_F32 ? 4 : 2;
     const int unit_elems = 16 / io_bytes;
-    const int vector = rows_allow_vectors(p, unit_elems);
+    const int vector = rows_allow_vectors(p, &runs, unit_elems);
     const int path = !vector ? PATH_SCALAR : io_bytes == 4 ? PATH_VEC32 : PATH_VEC16;
     const tile_rule *rule = &tile_rules[p->backward][path];
     const int64_t units = frost__norm_ceil_div(p->cols, vector ? unit_elems : 1);
 
     memset(plan, 0, sizeof *plan);
     plan->backward = p->backward;
+    plan->runs = runs;
     plan->vec = vector ? unit_elems : 1;
     plan->group = next_pow2(frost__norm_ceil_div(units, frost__norm_tune("nv", rule->nv_pref)));
     if (plan->group > frost__norm_tune("group", rule->max_group))
@@ -484,6 +529,8 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
         frost__key_define(k, "BWD_STATS_AHEAD", "%d", sahead);
     if (p->per_sample_params)
         frost__key_define(k, "PER_SAMPLE", NULL);
+    if (plan->runs.run > 0)
+        frost__key_define(k, "ROW_RUNS", NULL);
     if (frost__norm_tune("l2", 0))
         frost__key_define(k, "L2_256", NULL);
     if (plan->minb > 0)

@@ -44,7 +44,8 @@ static void key_problem(frost__norm_problem *p, int backward, int kind, int ada,
         l->dtype = used[i] == FROST__NORM_SCALE ? (scale_f32 ? FROST_F32 : io)
                    : used[i] == FROST__NORM_D_SCALE ? FROST_F32
                                                     : io;
-        l->row_stride = cols;
+        if (used[i] != FROST__NORM_SCALE && used[i] != FROST__NORM_D_SCALE)
+            l->outer_stride[0] = 1024 * cols, l->outer_stride[1] = cols;
         l->inner_contiguous = 1;
     }
     if (with_bias)

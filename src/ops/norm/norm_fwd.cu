@@ -213,15 +213,15 @@ FROST_DEVICE void fwd_write_row(const norm_fwd_params *p, const fwd_preg *held, 
                                 int lane, int cols, int c0, float mean, float rstd, const int vec, const int units)
 {
     fwd_write(norm_param_row(p->scale, p->scale_map, row, SCALE_DT), norm_param_row(p->bias, p->bias_map, row, BIAS_DT),
-              held, raw, (frost_io *)p->y + row * p->y_row_stride, lane, cols, c0, mean, rstd, vec, units);
+              held, raw, (frost_io *)p->y + NORM_ROW(p, y, row), lane, cols, c0, mean, rstd, vec, units);
 }
 
 FROST_DEVICE void fwd_store_stats(const norm_fwd_params *p, int64_t row, float mean, float rstd)
 {
     if (p->mean)
-        p->mean[row * p->mean_stride] = mean;
+        p->mean[NORM_ROW(p, mean, row)] = mean;
     if (p->inv_std)
-        p->inv_std[row * p->inv_std_stride] = rstd;
+        p->inv_std[NORM_ROW(p, inv_std, row)] = rstd;
 }
 
 #if NORM_RANKS > 1 && (defined(LN_MERGE) || defined(PER_SAMPLE) || defined(LOOPED) || VEC == 1)
@@ -397,7 +397,7 @@ FROST_DEVICE void fwd_rows(const norm_fwd_params *p, const int vec)
     for (int i = 0; i < ELEMS; i++)
         next[i] = 0u;
     if (row < p->rows)
-        norm_load_row(cur, x + row * p->x_row_stride, lane, p->cols, vec, units);
+        norm_load_row(cur, x + NORM_ROW(p, x, row), lane, p->cols, vec, units);
 #endif
     fwd_preg preg;
 #if FWD_PREG
@@ -409,10 +409,10 @@ FROST_DEVICE void fwd_rows(const norm_fwd_params *p, const int vec)
     for (int64_t first = row - group; first < p->rows; first += step, row += step) {
 #if PREFETCH
         if (row + step < p->rows)
-            norm_load_row(next, x + (row + step) * p->x_row_stride, lane, p->cols, vec, units);
+            norm_load_row(next, x + NORM_ROW(p, x, row + step), lane, p->cols, vec, units);
 #else
         if (row < p->rows)
-            norm_load_row(cur, x + row * p->x_row_stride, lane, p->cols, vec, units);
+            norm_load_row(cur, x + NORM_ROW(p, x, row), lane, p->cols, vec, units);
 #endif
         fwd_process(p, cur, row, lane, red, vec, units, &preg);
 #if PREFETCH
@@ -438,7 +438,7 @@ FROST_DEVICE void fwd_rows_staged(const norm_fwd_params *p)
 #pragma unroll
     for (int s = 0; s < STAGES - 1; s++) {
         const int64_t r = row + s * step;
-        norm_stage_row(ring, s, 0, 1, x + (r < p->rows ? r : 0) * p->x_row_stride, lane, p->cols, r < p->rows);
+        norm_stage_row(ring, s, 0, 1, x + NORM_ROW(p, x, r < p->rows ? r : 0), lane, p->cols, r < p->rows);
         norm_cp_async_commit();
     }
     fwd_preg preg;
@@ -449,7 +449,7 @@ FROST_DEVICE void fwd_rows_staged(const norm_fwd_params *p)
     for (int64_t first = row - group; first < p->rows; first += step, row += step) {
         const int64_t ahead = row + (STAGES - 1) * step;
         norm_stage_row(ring, stage == 0 ? STAGES - 1 : stage - 1, 0, 1,
-                       x + (ahead < p->rows ? ahead : 0) * p->x_row_stride, lane, p->cols, ahead < p->rows);
+                       x + NORM_ROW(p, x, ahead < p->rows ? ahead : 0), lane, p->cols, ahead < p->rows);
         norm_cp_async_commit();
         norm_cp_async_wait_ring();
         uint32_t cur[ELEMS];
@@ -479,7 +479,7 @@ FROST_DEVICE void fwd_rows_chunked(const norm_fwd_params *p, const int vec, cons
 
     for (int64_t first = row - group; first < p->rows; first += step, row += step) {
         const bool active = row < p->rows;
-        const frost_io *xrow = (const frost_io *)p->x + (active ? row : 0) * p->x_row_stride;
+        const frost_io *xrow = (const frost_io *)p->x + NORM_ROW(p, x, active ? row : 0);
         float s = 0.0f;
         for (int c0 = 0; active && c0 < p->cols; c0 += chunk) {
             norm_load_row(raw, xrow + c0, lane, p->cols - c0, vec, units);

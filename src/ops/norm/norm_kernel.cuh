@@ -47,7 +47,8 @@
  * Defines every norm kernel key sets: DTYPE_F32|DTYPE_F16|DTYPE_BF16, KIND_LAYER|KIND_RMS,
  * VEC, NV, GROUP, BLOCK, SCALE_DT and BIAS_DT (FROST_DT_* codes, 0 = absent); STAGES > 1
  * (vector keys) streams rows through a shared-memory ring (see below); PER_SAMPLE; L2_256
- * (row loads ask L2 for the whole 256-byte block around each 16-byte load); ROW_SPLIT.
+ * (row loads ask L2 for the whole 256-byte block around each 16-byte load); ROW_SPLIT;
+ * ROW_RUNS (rows in runs, norm_rows).
  */
 #ifndef FROST_NORM_KERNEL_CUH
 #define FROST_NORM_KERNEL_CUH
@@ -57,6 +58,16 @@
 #else
 #include <stdint.h>
 #endif
+
+/* Where row r of a data or statistics tensor starts, in elements from its base.  Rows come in
+ * runs of `run` rows (norm_*_params.run): row r starts at (r / run) * between + (r % run) *
+ * stride, so a tensor whose outer dims collapse to one stride per group of dims before and
+ * after a split (a slice [B, S', C] of a [B, S, C] buffer) takes the kernels as they are.
+ * Keys without ROW_RUNS have one run (r * stride; run and between unused). */
+typedef struct norm_rows {
+    int64_t stride;
+    int64_t between;
+} norm_rows;
 
 /* Row r of X reads parameter row (r / div) % count, at that index times stride elements. */
 typedef struct norm_param_map {
@@ -74,10 +85,11 @@ typedef struct norm_fwd_params {
     float *mean;       /* LayerNorm training: one per row, or NULL */
     float *inv_std;    /* training: one per row, or NULL */
     int64_t rows;
-    int64_t x_row_stride;
-    int64_t y_row_stride;
-    int64_t mean_stride;
-    int64_t inv_std_stride;
+    int64_t run; /* rows of a run (ROW_RUNS keys; norm_rows) */
+    norm_rows x_rows;
+    norm_rows y_rows;
+    norm_rows mean_rows;
+    norm_rows inv_std_rows;
     norm_param_map scale_map; /* PER_SAMPLE keys */
     norm_param_map bias_map;
     int32_t cols;
@@ -85,7 +97,7 @@ typedef struct norm_fwd_params {
     float epsilon;
     float inv_cols;  /* 1 / cols */
 } norm_fwd_params;
-#define NORM_FWD_PARAMS_BYTES 152
+#define NORM_FWD_PARAMS_BYTES 192
 
 /* dx for the rows of block b, plus that block's column sums of dy * x_hat and dy into its
  * rows of the partial buffers (one per row group).  Rows come in segments of
@@ -104,11 +116,12 @@ typedef struct norm_bwd_params {
     float *partial_scale;  /* [gridDim.x][partial_stride], or NULL (no d_scale) */
     float *partial_bias;   /* [gridDim.x][partial_stride], or NULL (no d_bias) */
     int64_t rows;
-    int64_t x_row_stride;
-    int64_t dy_row_stride;
-    int64_t dx_row_stride;
-    int64_t mean_stride;
-    int64_t inv_std_stride;
+    int64_t run; /* rows of a run (ROW_RUNS keys; norm_rows) */
+    norm_rows x_rows;
+    norm_rows dy_rows;
+    norm_rows dx_rows;
+    norm_rows mean_rows;
+    norm_rows inv_std_rows;
     int64_t rows_per_block;
     int64_t rows_extra; /* the first rows_extra blocks of a segment take one row more */
     int64_t rows_per_segment;
@@ -120,7 +133,7 @@ typedef struct norm_bwd_params {
     float epsilon;
     float inv_cols;
 } norm_bwd_params;
-#define NORM_BWD_PARAMS_BYTES 192
+#define NORM_BWD_PARAMS_BYTES 240
 
 /* out[q * out_stride + c] = sum over b in [q * partials_per_out, (q + 1) * partials_per_out)
  * (clipped to num_partials) of partial[b][pos(c)], in that order, for the out_rows parameter
@@ -253,6 +266,25 @@ FROST_DEVICE void norm_load_param(float out[VEC], const void *base, int col, con
             out[16 / bytes * q + t] = norm_raw_elem(r, t, dt);
     }
 }
+
+/* The offset of row `row` of a tensor with rows m in runs of `run` rows (norm_rows). */
+FROST_DEVICE int64_t norm_row_at(const norm_rows m, int64_t run, int64_t row)
+{
+#if defined(ROW_RUNS)
+    /* 32-bit division when both fit, as in norm_param_row */
+    if (((row | run) >> 31) == 0) {
+        const uint32_t q = (uint32_t)row / (uint32_t)run;
+        return (int64_t)q * m.between + (int64_t)((uint32_t)row - q * (uint32_t)run) * m.stride;
+    }
+    return row / run * m.between + row % run * m.stride;
+#else
+    (void)run;
+    return row * m.stride;
+#endif
+}
+
+/* The offset of row `row` of tensor t (x, y, dy, dx, mean, inv_std) of parameter block p. */
+#define NORM_ROW(p, t, row) norm_row_at((p)->t##_rows, (p)->run, (row))
 
 /* Element `col` of a parameter of dtype dt (f32, or a 16-bit dtype). */
 FROST_DEVICE const void *norm_param_at(const void *base, int64_t col, const int dt)
