@@ -7,7 +7,8 @@
  * the table must give (the choices docs/PERF.md's sweeps stand behind), and a phrase its
  * kernel key must hold; backward cases also the reduce kernel's slices of partial rows.
  * FROST_NORM_TUNE overrides are checked to reach the plan and the key, and an unset
- * variable to leave the table alone.  Last, the backward's split of rows between blocks.
+ * variable to leave the table alone.  Then the backward's split of rows between blocks,
+ * held parameters, and rows in runs (where each tensor's rows start, or the refusal).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -382,6 +383,81 @@ static void run_f32_params_case(int index, int rms, int64_t cols, int want_held,
     frost_graph_destroy(g);
 }
 
+/* Rows in runs (frost__norm_runs): X [outer..., 64] bf16 with the strides given and Y, the
+ * statistics packed, planned or refused; a plan's runs and ROW_RUNS as expected, a refusal
+ * with its phrase. */
+typedef struct runs_case {
+    const char *name;
+    int rank;
+    int64_t dims[4], xstrides[4];
+    const int64_t *ystrides; /* NULL: Y packed */
+    int64_t run, x_stride, x_between, y_stride, y_between, stat_stride, stat_between; /* run -1: refused */
+    const char *refusal;
+} runs_case;
+
+static const int64_t y_split_late[4] = {816, 272, 64, 1}; /* [2, 3] | [4] collapse */
+static const runs_case runs_cases[] = {
+    {"packed: one run", 3, {4, 6, 64}, {384, 64, 1}, NULL, 0, 64, 0, 64, 0, 1, 0, NULL},
+    {"rows 72 apart: one run", 3, {4, 6, 64}, {432, 72, 1}, NULL, 0, 72, 0, 64, 0, 1, 0, NULL},
+    {"groups of 6 rows 464 apart: runs of 6", 3, {4, 6, 64}, {464, 72, 1}, NULL, 6, 72, 464, 64, 384, 1, 6, NULL},
+    {"a slice [2, 5 of 7, 64]: runs of 5", 3, {2, 5, 64}, {448, 64, 1}, NULL, 5, 64, 448, 64, 320, 1, 5, NULL},
+    {"three groups: refused", 4, {2, 4, 6, 64}, {1872, 464, 72, 1}, NULL, -1, 0, 0, 0, 0, 0, 0,
+     "X's outer (row) dims to collapse to one stride, or to one stride each side of a split into two groups of dims; "
+     "its outer dims [2, 4, 6] with strides [1872, 464, 72] do not"},
+    {"X and Y split at different dims: refused", 4, {2, 3, 4, 64}, {784, 256, 64, 1}, y_split_late, -1, 0, 0, 0, 0, 0,
+     0, "each of them splits, but not all at one dim"},
+};
+#define NUM_RUNS_CASES ((int)(sizeof runs_cases / sizeof runs_cases[0]))
+
+static void run_runs_case(int index, const runs_case *c)
+{
+    tu_set_context("test_norm_cuda_plan", 0, index, c->name);
+    frost_graph *g = NULL;
+    TU_OK(frost_graph_create(cpu, &g));
+    frost_tensor_desc xd = {.name = "x", .dtype = FROST_BF16, .rank = c->rank};
+    memcpy(xd.dims, c->dims, sizeof c->dims);
+    memcpy(xd.strides, c->xstrides, sizeof c->xstrides);
+    frost_tensor x = 0, y = FROST_TENSOR_AUTO;
+    TU_OK(frost_graph_add_tensor(g, &xd, &x));
+    if (c->ystrides) {
+        frost_tensor_desc yd = xd;
+        yd.name = "y";
+        memcpy(yd.strides, c->ystrides, sizeof yd.strides);
+        TU_OK(frost_graph_add_tensor(g, &yd, &y));
+    }
+    frost_norm_desc d = {.x = x};
+    frost_norm_outputs o = {.y = y, .inv_std = FROST_TENSOR_AUTO};
+    TU_OK(frost_graph_add_rmsnorm(g, &d, &o));
+    frost__norm_plan plan;
+    frost__buf why = {0}, text = {0};
+    const frost_status s =
+        g->g.num_nodes ? frost__norm_cuda_config(g->g.nodes[0].problem, &plan, &why) : FROST_INTERNAL;
+    if (c->run < 0) {
+        if (s != FROST_NOT_SUPPORTED || !strstr(frost__buf_str(&why), c->refusal))
+            tu_failf("%s: \"%s\"; expected NOT_SUPPORTED with \"%s\"", frost_status_name(s), frost__buf_str(&why),
+                     c->refusal);
+    } else if (s != FROST_OK) {
+        tu_failf("refused: %s", frost__buf_str(&why));
+    } else {
+        const frost__norm_runs *u = &plan.runs;
+        const norm_rows *xr = &u->slot[FROST__NORM_X], *yr = &u->slot[FROST__NORM_Y];
+        const norm_rows *sr = &u->slot[FROST__NORM_INV_STD];
+        frost__key_print(&plan.key, &text);
+        if (u->run != c->run || xr->stride != c->x_stride || xr->between != c->x_between ||
+            yr->stride != c->y_stride || yr->between != c->y_between || sr->stride != c->stat_stride ||
+            sr->between != c->stat_between || !!strstr(frost__buf_str(&text), "ROW_RUNS") != (c->run > 0))
+            tu_failf("runs of %lld: x %lld / %lld, y %lld / %lld, inv_std %lld / %lld (key %s); expected %lld: %lld / "
+                     "%lld, %lld / %lld, %lld / %lld",
+                     (long long)u->run, (long long)xr->stride, (long long)xr->between, (long long)yr->stride,
+                     (long long)yr->between, (long long)sr->stride, (long long)sr->between, frost__buf_str(&text),
+                     (long long)c->run, (long long)c->x_stride, (long long)c->x_between, (long long)c->y_stride,
+                     (long long)c->y_between, (long long)c->stat_stride, (long long)c->stat_between);
+    }
+    frost__buf_free(&why);
+    frost__buf_free(&text);
+    frost_graph_destroy(g);
+}
+
 int main(void)
 {
     const int only = tu_case_filter();
@@ -417,6 +493,15 @@ int main(void)
             continue;
         tu_case_begin();
         run_f32_params_case(f32_index + i, f32_cases[i].rms, f32_cases[i].cols, f32_cases[i].held, f32_cases[i].minb);
+        tu_case_end();
+        ++run_count;
+    }
+    const int runs_index = f32_index + (int)(sizeof f32_cases / sizeof f32_cases[0]);
+    for (int i = 0; i < NUM_RUNS_CASES; ++i) {
+        if (only >= 0 && only != runs_index + i)
+            continue;
+        tu_case_begin();
+        run_runs_case(runs_index + i, &runs_cases[i]);
         tu_case_end();
         ++run_count;
     }

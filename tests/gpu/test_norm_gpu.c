@@ -53,8 +53,11 @@ typedef struct ncase {
     const char *name;
     int kind;
     frost_dtype dtype;
-    int64_t rows, cols; /* x is [rows, cols], or [rows/2, 2, cols/4, 4] with split */
-    int split;          /* two outer dims and norm_dims 2 (needs rows even, cols % 4 == 0) */
+    int64_t rows, cols; /* x is [rows, cols], or [rows/n, n, cols/4, 4] with split */
+    /* split: two outer dims and norm_dims 2 (cols % 4 == 0).  1: n = 2, packed outer dims
+     * (one run of rows); 2: n = 3 and 8 more elements between the groups of 3 rows (rows
+     * in runs of 3, 16-byte rows kept); 3: n = 3 and 1 more (no 16-byte rows) */
+    int split;
     int row_gap;        /* padding elements after each row of x, y, dy, dx */
     int scale, bias;    /* 0 absent, 1 f32, 2 the I/O dtype */
     int zero_centered, inference;
@@ -111,6 +114,15 @@ static const ncase table[] = {
     {"ln f32 8192 zero-centred (split)", LN, F32, 70, 8192, 0, 0, 1, 1, 1, 0, 1, 1, 0, 0.5},
     {"rms bf16 16384 no scale, rows 1 (split)", RMS, BF16, 1, 16384, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0},
     {"ln f16 16384 inference, gap 8 (split)", LN, F16, 90, 16384, 0, 8, 2, 2, 0, 1, 0, 0, 0, 0},
+    /* rows in runs of 3 (ROW_RUNS keys): the register, staged, clustered, split and chunked
+     * paths, 16-byte rows or not, statistics packed (one run) beside them */
+    {"rms bf16 128 runs of 3", RMS, BF16, 1200, 128, 2, 0, 2, 0, 0, 0, 1, 1, 0, 0},
+    {"ln bf16 4096 runs of 3, gap 8", LN, BF16, 300, 4096, 2, 8, 2, 2, 0, 0, 1, 1, 0, 1.0},
+    {"ln f16 1000 runs of 3, odd gaps", LN, F16, 129, 1000, 3, 3, 1, 1, 0, 0, 1, 0, 0, 2.0},
+    {"rms f32 8192 runs of 3", RMS, F32, 99, 8192, 2, 0, 1, 0, 0, 0, 1, 0, 0, 0},
+    {"ln bf16 16384 runs of 3 (split rows)", LN, BF16, 33, 16384, 2, 0, 2, 2, 0, 0, 1, 1, 0, 0.5},
+    {"rms bf16 40000 runs of 3 (chunked)", RMS, BF16, 9, 40000, 2, 0, 2, 0, 1, 0, 1, 0, 0, 0},
+    {"ln bf16 1024 runs of 3 inference misaligned", LN, BF16, 600, 1024, 2, 0, 2, 2, 0, 1, 0, 0, 1, 0},
 };
 #undef F32
 #undef F16
@@ -137,9 +149,11 @@ static void layout(run *r)
     const ncase *c = r->c;
     const int64_t row = c->cols + c->row_gap;
     if (c->split) {
+        const int64_t n = c->split == 1 ? 2 : 3;
         r->rank = 4, r->norm_dims = 2;
-        r->dims[0] = c->rows / 2, r->dims[1] = 2, r->dims[2] = c->cols / 4, r->dims[3] = 4;
-        r->strides[3] = 1, r->strides[2] = 4, r->strides[1] = row, r->strides[0] = 2 * row;
+        r->dims[0] = c->rows / n, r->dims[1] = n, r->dims[2] = c->cols / 4, r->dims[3] = 4;
+        r->strides[3] = 1, r->strides[2] = 4, r->strides[1] = row;
+        r->strides[0] = n * row + (c->split == 2 ? 8 : c->split == 3 ? 1 : 0);
         r->pdims[0] = c->cols / 4, r->pdims[1] = 4;
     } else {
         r->rank = 2, r->norm_dims = 1;
@@ -411,7 +425,8 @@ static ncase random_case(uint64_t seed, int index)
     c.saved = !c.inference && tu_int(&rng, 0, 1);
     c.misalign = tu_int(&rng, 0, 7) == 0;
     c.offset = tu_uniform(&rng, -1.0, 3.0);
-    c.split = c.rows % 2 == 0 && c.cols % 4 == 0 && tu_int(&rng, 0, 4) == 0;
+    c.split = c.cols % 4 == 0 && tu_int(&rng, 0, 3) == 0 ? (int)tu_int(&rng, 1, 3) : 0;
+    c.rows -= c.rows % (c.split == 1 ? 2 : c.split ? 3 : 1);
     return c;
 }
 
@@ -419,7 +434,8 @@ static ncase random_case(uint64_t seed, int index)
 /* Refusals                                                                              */
 /* ---------------------------------------------------------------------------------- */
 
-static void expect_refusal(frost_context *gpu, const int64_t *dims, const int64_t *strides, const char *needle)
+static void expect_refusal(frost_context *gpu, int rank, const int64_t *dims, const int64_t *strides,
+                           const char *needle)
 {
     frost_graph *g = NULL;
     TU_OK(frost_graph_create(gpu, &g));
@@ -427,8 +443,8 @@ static void expect_refusal(frost_context *gpu, const int64_t *dims, const int64_
         return;
     frost_tensor_desc d;
     memset(&d, 0, sizeof d);
-    d.name = "x", d.dtype = FROST_BF16, d.rank = 3;
-    for (int i = 0; i < 3; i++)
+    d.name = "x", d.dtype = FROST_BF16, d.rank = rank;
+    for (int i = 0; i < rank; i++)
         d.dims[i] = dims[i], d.strides[i] = strides[i];
     frost_tensor x = 0;
     TU_OK(frost_graph_add_tensor(g, &d, &x));
@@ -445,11 +461,14 @@ static void expect_refusal(frost_context *gpu, const int64_t *dims, const int64_
 static void check_refusals(frost_context *gpu)
 {
     tu_set_context("test_norm_gpu", 0, -1, "refusals");
-    const int64_t dims[3] = {4, 6, 64};
+    const int64_t dims[4] = {2, 4, 6, 64};
     const int64_t inner_strided[3] = {6 * 64 * 3, 64 * 3, 3};
-    const int64_t outer_gapped[3] = {6 * 64 + 32, 64, 1};
-    expect_refusal(gpu, dims, inner_strided, "normalized dims contiguous (stride 1); X's inner stride is 3");
-    expect_refusal(gpu, dims, outer_gapped, "row stride");
+    /* three runs: gaps after every row and every group of rows */
+    const int64_t outer_gapped[4] = {4 * (6 * 72 + 32) + 16, 6 * 72 + 32, 72, 1};
+    expect_refusal(gpu, 3, dims + 1, inner_strided, "normalized dims contiguous (stride 1); X's inner stride is 3");
+    expect_refusal(gpu, 4, dims, outer_gapped,
+                   "X's outer (row) dims to collapse to one stride, or to one stride each side of a split into two "
+                   "groups of dims; its outer dims [2, 4, 6] with strides [1872, 464, 72] do not");
 }
 
 static void run_index(int i, uint64_t seed, frost_context *cpu, frost_context *gpu)
