@@ -287,8 +287,8 @@ static void fill_layout(frost__norm_problem *p, int slot, const frost__tensor *t
         int lead = t->rank - p->inner_rank;
         for (int i = 0; i < p->inner_rank; ++i)
             l->inner_stride[i] = t->strides[lead + i];
-        l->inner_contiguous =
-            frost__norm_collapse(p->inner_rank, p->inner_dims, l->inner_stride, &stride) && (stride == 1 || p->cols == 1);
+        l->inner_contiguous = frost__norm_collapse(p->inner_rank, p->inner_dims, l->inner_stride, &stride) &&
+                              (stride == 1 || p->cols == 1);
     }
 }
 
