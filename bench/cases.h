@@ -42,6 +42,7 @@ typedef struct bcase {
     int64_t b, h_q, h_kv, s_q, s_kv, d, d_v; /* attention; AdaLayerNorm uses b, s_q and c */
     int causal, bshd;
     int64_t rows, cols;         /* RMSNorm, LayerNorm */
+    int64_t slice;              /* RMSNorm, LayerNorm: x, d_y in runs of slice rows, one unused row after each */
     int64_t n, c, h, w, groups; /* channel norms: X [n, c, h, w]; groups for GroupNorm */
     int nchw;                   /* channel norms: contiguous NCHW instead of channels-last NHWC */
 } bcase;
@@ -76,6 +77,11 @@ static frost_dtype row_param_dtype(const bcase *c)
 static int row_rms_bias(const bcase *c)
 {
     return c->rms_bias && (c->op == OP_RMS_FWD || c->op == OP_RMS_BWD);
+}
+/* The row norms' --slice (0: packed rows; other ops ignore it). */
+static int64_t row_slice(const bcase *c)
+{
+    return c->op >= OP_RMS_FWD && c->op <= OP_LN_BWD ? c->slice : 0;
 }
 static void push(bcase c)
 {
@@ -173,6 +179,8 @@ static void json_case(frost__buf *f, const bcase *c)
         frost__buf_printf(f, ",\"param_dtype\":\"%s\"", frost_dtype_name(row_param_dtype(c)));
     if (row_rms_bias(c))
         frost__buf_printf(f, ",\"rms_bias\":true");
+    if (row_slice(c))
+        frost__buf_printf(f, ",\"slice\":%lld", (long long)row_slice(c));
 }
 
 static void case_label(const bcase *c, char *buf, size_t cap)
@@ -184,9 +192,9 @@ static void case_label(const bcase *c, char *buf, size_t cap)
     else if (is_cnorm(c->op) || is_adaln(c->op))
         cnorm_label(c, buf, cap);
     else
-        snprintf(buf, cap, "%lld x %lld%s%s%s", (long long)c->rows, (long long)c->cols,
+        snprintf(buf, cap, "%lld x %lld%s%s%s%s", (long long)c->rows, (long long)c->cols,
                  row_param_dtype(c) ? " params " : "", row_param_dtype(c) ? frost_dtype_name(row_param_dtype(c)) : "",
-                 row_rms_bias(c) ? " bias" : "");
+                 row_rms_bias(c) ? " bias" : "", row_slice(c) ? " slice" : "");
 }
 
 #endif /* FROST_BENCH_CASES_H */

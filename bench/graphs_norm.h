@@ -12,14 +12,21 @@
 #ifndef FROST_BENCH_GRAPHS_NORM_H
 #define FROST_BENCH_GRAPHS_NORM_H
 
-/* RMSNorm (with a bias under --rms-bias), LayerNorm over [rows, cols]; AdaLayerNorm over
+/* RMSNorm (with a bias under --rms-bias), LayerNorm over [rows, cols] (sliced rows under
+ * --slice); AdaLayerNorm over
  * [b, s, c] with (1 + scale) and shift [b, 1, c], as in DiT blocks. */
 static frost_status build_norm(const bcase *c, bgraph *bg)
 {
     int ada = is_adaln(c->op), ln = ada || c->op == OP_LN_FWD || c->op == OP_LN_BWD, bwd = is_bwd(c->op);
     const int biased = ln || row_rms_bias(c); /* LayerNorm always; RMSNorm with --rms-bias */
     int r = ada ? 3 : 2, pr = ada ? 3 : 1;
-    int64_t xd[3] = {c->rows, c->cols}, pd[3] = {c->cols}, sd[3] = {c->rows, 1};
+    int64_t xd[3] = {c->rows, c->cols}, pd[3] = {c->cols}, sd[3] = {c->rows, 1}, xs[3] = {0};
+    const int64_t n = row_slice(c);
+    if (n) { /* [rows / n, n, cols] of a [rows / n, n + 1, cols] buffer */
+        r = 3;
+        xd[0] = sd[0] = c->rows / n, xd[1] = sd[1] = n, xd[2] = c->cols, sd[2] = 1;
+        xs[0] = (n + 1) * c->cols, xs[1] = c->cols, xs[2] = 1;
+    }
     if (ada) {
         xd[0] = pd[0] = sd[0] = c->b;
         xd[1] = sd[1] = c->s_q;
@@ -28,12 +35,12 @@ static frost_status build_norm(const bcase *c, bgraph *bg)
     }
     const frost_dtype pdt = row_param_dtype(c) ? row_param_dtype(c) : c->dtype;
     frost_status s = FROST_OK;
-    s = s ? s : add_in(bg, "x", c->dtype, r, xd, NULL, R_RANDOM);
+    s = s ? s : add_in(bg, "x", c->dtype, r, xd, n ? xs : NULL, R_RANDOM);
     s = s ? s : add_in(bg, "scale", pdt, pr, pd, NULL, R_RANDOM);
     if (biased && !bwd)
         s = s ? s : add_in(bg, "bias", pdt, pr, pd, NULL, R_RANDOM);
     if (bwd) {
-        s = s ? s : add_in(bg, "d_y", c->dtype, r, xd, NULL, R_RANDOM);
+        s = s ? s : add_in(bg, "d_y", c->dtype, r, xd, n ? xs : NULL, R_RANDOM);
         if (ln)
             s = s ? s : add_in(bg, "mean", FROST_F32, r, sd, NULL, R_MEAN);
         s = s ? s : add_in(bg, "inv_std", FROST_F32, r, sd, NULL, R_INVSTD);

@@ -15,6 +15,8 @@
  *   --dtype bf16|f16|f32  --layout bhsd|bshd|nhwc|nchw  --runs N (30)  --warmup N (5)  --sets N
  *   --param-dtype bf16|f16|f32 (RMSNorm / LayerNorm scale and bias; default: --dtype)
  *   --rms-bias (RMSNorm with a bias: y = x_hat * w + b, and d_bias in the backward)
+ *   --slice N (RMSNorm / LayerNorm: x and d_y are [rows / N, N, cols] slices of a
+ *             [rows / N, N + 1, cols] buffer, rows in runs of N; y and d_x packed)
  *   --seed N  --device N  --explain (print frost_graph_explain per case)
  *   --exact (exactly --warmup and --runs; otherwise both grow to ~100 ms and ~50 ms)
  * --check runs each case once more after timing and compares every tensor with the CPU
@@ -349,7 +351,7 @@ static int usage(void)
                     "       --s N --s-q N --s-kv N --d N --d-v N --causal --layout bhsd|bshd] [--rows N --cols N]\n"
                     "       [--n N --c N --height N --width N --groups N --layout nhwc|nchw]\n"
                     "       [--dtype bf16|f16|f32] [--param-dtype bf16|f16|f32] [--runs N] [--warmup N] [--sets N]\n"
-                    "       [--rms-bias] [--seed N] [--device N] [--json FILE] [--list] [--explain] [--cpu] [--exact] [--check]\n"
+                    "       [--rms-bias] [--slice N] [--seed N] [--device N] [--json FILE] [--list] [--explain] [--cpu] [--exact] [--check]\n"
                     "  OP: sdpa_fwd sdpa_bwd rmsnorm_fwd rmsnorm_bwd layernorm_fwd layernorm_bwd groupnorm_fwd\n"
                     "      groupnorm_bwd instancenorm_fwd instancenorm_bwd batchnorm_fwd batchnorm_bwd\n"
                     "      adalayernorm_fwd adalayernorm_bwd (AdaLayerNorm: --b, --s, --c)\n");
@@ -374,7 +376,7 @@ static int parse(int argc, char **argv, bcase *c, bopts *o, const char **suite, 
         {"--b", &c->b}, {"--h", &c->h_q}, {"--h-kv", &c->h_kv}, {"--s-q", &c->s_q}, {"--s-kv", &c->s_kv},
         {"--d", &c->d}, {"--d-v", &c->d_v}, {"--rows", &c->rows}, {"--cols", &c->cols}, {"--runs", &runs},
         {"--warmup", &warm}, {"--sets", &sets}, {"--seed", &seed}, {"--device", &dev}, {"--n", &c->n},
-        {"--c", &c->c}, {"--height", &c->h}, {"--width", &c->w}, {"--groups", &c->groups}};
+        {"--c", &c->c}, {"--height", &c->h}, {"--width", &c->w}, {"--groups", &c->groups}, {"--slice", &c->slice}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         struct { const char *name; int *v; } flags[] = {
@@ -423,6 +425,10 @@ static int parse(int argc, char **argv, bcase *c, bopts *o, const char **suite, 
         c->h_q < 1 || c->h_kv < 1 || c->s_q < 1 || c->s_kv < 1 || c->d < 1 || c->d_v < 1 || c->rows < 1 ||
         c->cols < 1 || c->n < 1 || c->c < 1 || c->h < 1 || c->w < 1 || c->groups < 1 || dev < 0)
         return fprintf(stderr, "frost-bench: sizes and counts must be positive (sets <= %d)\n", MAX_SETS), -1;
+    if (c->slice < 0 || (c->slice > 0 && c->rows % c->slice != 0))
+        return fprintf(stderr, "frost-bench: --slice %lld must divide --rows %lld\n", (long long)c->slice,
+                       (long long)c->rows),
+               -1;
     o->runs = (int)runs, o->warmup = (int)warm, o->sets = (int)sets, o->seed = (uint64_t)seed, o->device = (int)dev;
     return 0;
 }
