@@ -422,7 +422,7 @@ static void run_runs_case(int index, const runs_case *c)
     if (c->ystrides) {
         frost_tensor_desc yd = xd;
         yd.name = "y";
-        memcpy(yd.strides, c->ystrides, sizeof yd.strides);
+        memcpy(yd.strides, c->ystrides, sizeof c->xstrides);
         TU_OK(frost_graph_add_tensor(g, &yd, &y));
     }
     frost_norm_desc d = {.x = x};
