@@ -185,6 +185,9 @@ static void json_case(frost__buf *f, const bcase *c)
 
 static void case_label(const bcase *c, char *buf, size_t cap)
 {
+    char slice[32] = "";
+    if (row_slice(c))
+        snprintf(slice, sizeof slice, " slice %lld", (long long)row_slice(c));
     if (is_sdpa(c->op))
         snprintf(buf, cap, "b=%lld h=%lld/%lld s=%lld/%lld d=%lld%s%s", (long long)c->b, (long long)c->h_q,
                  (long long)c->h_kv, (long long)c->s_q, (long long)c->s_kv, (long long)c->d, c->causal ? " causal" : "",
@@ -194,7 +197,7 @@ static void case_label(const bcase *c, char *buf, size_t cap)
     else
         snprintf(buf, cap, "%lld x %lld%s%s%s%s", (long long)c->rows, (long long)c->cols,
                  row_param_dtype(c) ? " params " : "", row_param_dtype(c) ? frost_dtype_name(row_param_dtype(c)) : "",
-                 row_rms_bias(c) ? " bias" : "", row_slice(c) ? " slice" : "");
+                 row_rms_bias(c) ? " bias" : "", slice);
 }
 
 #endif /* FROST_BENCH_CASES_H */
