@@ -4,7 +4,8 @@
 # run and say so in their JSON lines and table labels; a bad --param-dtype is refused with
 # exit status 2.  --check compares each case with the reference engine (here the engine
 # under test is the reference too, so the error is 0) and fails when an element is wrong
-# (FROST_BENCH_CHECK_FLIP=1 changes one).
+# (FROST_BENCH_CHECK_FLIP=1 changes one).  --slice N runs row norms on sliced rows and
+# refuses a run length that does not divide the rows.
 #
 # Usage: check_bench_cpu.sh <path to frost-bench>
 set -uo pipefail
@@ -57,5 +58,17 @@ rc=$?
 check "a wrong element fails the check (exit $rc)" test $rc -eq 1
 check "the failed check is in the JSON line" grep -q '"check":"FAILED"' "$work/f.jsonl"
 check "and counted" grep -q '1 cases, 1 failed' "$work/f.txt"
+"$bench" --cpu --exact --runs 1 --warmup 0 --check --op rmsnorm_fwd,layernorm_bwd --rows 12 --cols 256 --slice 3 \
+    --explain --json "$work/sl.jsonl" >"$work/sl.txt" 2>&1
+rc=$?
+check "--slice cases run and check (exit $rc)" test $rc -eq 0
+check "--slice: both lines say so and check ok" test "$(grep -c '"slice":3,.*"check":"ok"' "$work/sl.jsonl")" -eq 2
+check "--slice: the label names it" grep -q '12 x 256 slice 3' "$work/sl.txt"
+check "--slice: x is [4, 3, 256] in a buffer of 4 runs of 4 rows" grep -qF "[4,3,256] strides [1024,256,1]" \
+    "$work/sl.txt"
+"$bench" --op rmsnorm_fwd --rows 10 --cols 256 --slice 3 --list >/dev/null 2>"$work/sle.txt"
+rc=$?
+check "--slice 3 of 10 rows refused (exit $rc)" test $rc -eq 2
+check "the refusal says why" grep -q -- '--slice 3 must divide --rows 10' "$work/sle.txt"
 echo "$pass passed, $fail failed"
 ((fail == 0))
