@@ -368,10 +368,15 @@ static void run_case(const ncase *c, uint64_t seed, int index, frost_context *cp
             tu_compare_whole("mean", &r.gpu[T_MEAN], &r.cpu[T_MEAN], 32 * L * u32 * (m.x + 1), 0);
         if (r.id[T_RSTD])
             tu_compare_whole("inv_std", &r.gpu[T_RSTD], &r.cpu[T_RSTD], 1e-30, 32 * L * u32);
-        char explain[4096];
-        TU_OK(frost_graph_explain(gg, explain, sizeof explain, NULL));
+        char explain[8192];
+        size_t len = 0;
+        TU_OK(frost_graph_explain(gg, explain, sizeof explain, &len));
+        if (len >= sizeof explain)
+            tu_failf("explain takes %zu bytes, more than the test's %zu", len, sizeof explain);
         if (!strstr(explain, "norm_fwd.cu:norm_fwd_kernel"))
             tu_failf("explain does not name the cuda kernel:\n%s", explain);
+        if (!!strstr(explain, "rows in runs of 3") != (c->split >= 2 && c->rows > 3))
+            tu_failf("explain %s rows in runs of 3:\n%s", c->split >= 2 ? "does not say" : "says", explain);
     }
     frost_graph_destroy(gc);
     frost_graph_destroy(gg);

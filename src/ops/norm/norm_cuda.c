@@ -353,6 +353,10 @@ static void norm_describe_plan(const void *plan_ptr, frost__buf *out)
         frost__buf_printf(out, "; %d-stage cp.async row ring, %zu bytes of shared memory", plan->stages,
                           plan->ring_bytes);
     frost__buf_printf(out, ")");
+    if (plan->runs.run > 0)
+        frost__buf_printf(out, "; rows in runs of %lld (X: %lld elements apart in a run, %lld from run to run)",
+                          (long long)plan->runs.run, (long long)plan->runs.slot[FROST__NORM_X].stride,
+                          (long long)plan->runs.slot[FROST__NORM_X].between);
     if (plan->ada.scale.count > 1 || plan->ada.bias.count > 1)
         frost__buf_printf(out, "; per-sample parameter rows: scale %lld, bias %lld", (long long)plan->ada.scale.count,
                           (long long)plan->ada.bias.count);
