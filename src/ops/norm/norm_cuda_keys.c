@@ -5,7 +5,8 @@
  *
  * Typical means: f32, f16 or bf16 I/O; hidden sizes 128 .. 32768 that models use; packed
  * rows; scale in f32 or the I/O dtype, with or without bias (AdaLayerNorm always with its
- * shift, parameters [B, 1, C]).  Each problem goes through the selector itself, so the
+ * shift, parameters [B, 1, C]).  And, in bf16 with the scale in bf16, x and dY sliced
+ * (rows in runs, ROW_RUNS keys: [16, 1024, cols] of a [16, 1025, cols] buffer).  Each problem goes through the selector itself, so the
  * list can never name a key that a real build would not pick for that problem.
  */
 #include <string.h>
@@ -20,10 +21,11 @@ static void add_key(frost__kernel_key *keys, int cap, int *count, const frost__k
     ++*count;
 }
 
-/* A typical problem for the key list: x [16, 1024, cols] (rows packed), scale in f32 or
- * the I/O dtype, with or without bias; ada: AdaLayerNorm with [16, 1, cols] parameters. */
+/* A typical problem for the key list: x [16, 1024, cols] (rows packed, or with sliced one
+ * row short of 1025 apart in x and dY), scale in f32 or the I/O dtype, with or without bias;
+ * ada: AdaLayerNorm with [16, 1, cols] parameters. */
 static void key_problem(frost__norm_problem *p, int backward, int kind, int ada, frost_dtype io, int64_t cols,
-                        int scale_f32, int with_bias)
+                        int scale_f32, int with_bias, int sliced)
 {
     static const int used_fwd[] = {FROST__NORM_X, FROST__NORM_Y, FROST__NORM_SCALE};
     static const int used_bwd[] = {FROST__NORM_X, FROST__NORM_D_Y, FROST__NORM_D_X, FROST__NORM_SCALE,
@@ -44,8 +46,9 @@ static void key_problem(frost__norm_problem *p, int backward, int kind, int ada,
         l->dtype = used[i] == FROST__NORM_SCALE ? (scale_f32 ? FROST_F32 : io)
                    : used[i] == FROST__NORM_D_SCALE ? FROST_F32
                                                     : io;
+        const int input = used[i] == FROST__NORM_X || used[i] == FROST__NORM_D_Y;
         if (used[i] != FROST__NORM_SCALE && used[i] != FROST__NORM_D_SCALE)
-            l->outer_stride[0] = 1024 * cols, l->outer_stride[1] = cols;
+            l->outer_stride[0] = (sliced && input ? 1025 : 1024) * cols, l->outer_stride[1] = cols;
         l->inner_contiguous = 1;
     }
     if (with_bias)
@@ -75,16 +78,17 @@ int frost__norm_cuda_keys(frost__kernel_key *keys, int cap)
             for (size_t d = 0; d < FROST__ARRAY_SIZE(dtypes); d++)
                 for (size_t c = 0; c < FROST__ARRAY_SIZE(common_cols); c++)
                     for (int scale_f32 = 0; scale_f32 < 2; scale_f32++)
-                        for (int with_bias = variant == 2; with_bias < 2; with_bias++) {
-                            frost__norm_problem p;
-                            frost__kernel_key key;
-                            frost__buf why = {0};
-                            key_problem(&p, backward, variant == 1, variant == 2, dtypes[d], common_cols[c],
-                                        scale_f32, with_bias);
-                            if (frost__norm_cuda_key(&p, &key, &why) == FROST_OK)
-                                add_key(keys, cap, &count, &key);
-                            frost__buf_free(&why);
-                        }
+                        for (int with_bias = variant == 2; with_bias < 2; with_bias++)
+                            for (int sliced = 0; sliced < (dtypes[d] == FROST_BF16 && !scale_f32 ? 2 : 1); sliced++) {
+                                frost__norm_problem p;
+                                frost__kernel_key key;
+                                frost__buf why = {0};
+                                key_problem(&p, backward, variant == 1, variant == 2, dtypes[d], common_cols[c],
+                                            scale_f32, with_bias, sliced);
+                                if (frost__norm_cuda_key(&p, &key, &why) == FROST_OK)
+                                    add_key(keys, cap, &count, &key);
+                                frost__buf_free(&why);
+                            }
     frost__kernel_key reduce;
     frost__key_init(&reduce, "src/ops/norm/norm_bwd_reduce.cu", "norm_bwd_reduce_kernel");
     add_key(keys, cap, &count, &reduce);
