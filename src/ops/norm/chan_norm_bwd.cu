@@ -94,8 +94,8 @@ FROST_DEVICE void bwd_finish_set(const cnorm_params *p, int n, int c0, int j, cn
     const int64_t c = c0 + j;
     if (p->d_bias)
         p->d_bias[c * p->dbias_sc] = st.s1;
-    if (p->d_scale)
-        p->d_scale[c * p->dscale_sc] = out[1] * st.s2;
+    if (p->d_scale) /* sum dy x_hat about the final mean: a saved mean need not be the batch's */
+        p->d_scale[c * p->dscale_sc] = out[1] * out[3];
 #endif
 }
 
