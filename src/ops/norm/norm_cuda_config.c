@@ -12,8 +12,9 @@
  * path, one element on the scalar path.
  *
  * The kernels (norm_fwd.cu, norm_bwd.cu, norm_bwd_reduce.cu; norm_kernel.cuh has the shared
- * parameter blocks and row helpers) need rows evenly spaced (the outer dims collapse to one
- * row stride) and the normalized dims contiguous; anything else is refused with the
+ * parameter blocks and row helpers) need rows evenly spaced, or in evenly spaced runs of
+ * evenly spaced rows (the outer dims collapse to one stride, or to one each side of a split:
+ * find_runs), and the normalized dims contiguous; anything else is refused with the
  * constraint named, and the ref engine takes it.  The vector path needs cols and every row
  * stride to be multiples of the unit; base-pointer alignment is only known at execute, so
  * vector kernels carry a scalar fallback chosen per launch.
