@@ -93,7 +93,8 @@ static void check_plan(const frost__norm_problem *p, const frost__adanorm_cuda *
 
 /* One AdaLayerNorm graph (forward, or backward with d_scale and d_bias) over x [dims];
  * parameters carry the outer dims in their carry masks, rows param_gap elements apart
- * beyond C, and break_collapse adds 8 to their outermost stride. */
+ * beyond C, and break_collapse adds 8 to their outermost stride; x_gap sets x and dY
+ * apart the same way. */
 typedef struct plan_case {
     const char *name;
     int rank;
@@ -105,30 +106,40 @@ typedef struct plan_case {
     const char *refusal;  /* NULL: supported; else a phrase of the refusal */
     const char *key_has;  /* a phrase the key must contain (NULL: none) */
     int per_sample;       /* the key must (1) or must not (0) say PER_SAMPLE */
+    int64_t x_gap;        /* x and dY: elements added to the outermost stride (rows in runs) */
 } plan_case;
 
 static const plan_case cases[] = {
-    /* name, rank, dims, dtype, scale carry, bias carry, bwd, gap, break, refusal, key has, per sample */
-    {"[B,S,C] [B,1,C] fwd", 3, {4, 64, 1024}, FROST_BF16, 1, 1, 0, 0, 0, NULL, "VEC=8", 1},
-    {"[B,S,C] [B,1,C] fwd 16384: 512 x 4 units", 3, {2, 8, 16384}, FROST_BF16, 1, 1, 0, 0, 0, NULL, "NV=4", 1},
-    {"[B,S,C] [B,1,C] bwd", 3, {4, 64, 1024}, FROST_BF16, 1, 1, 1, 0, 0, NULL, "VEC=8", 1},
-    {"[B,S,C] scale [B,1,C] bias [1,1,C] bwd", 3, {3, 50, 128}, FROST_F16, 1, 0, 1, 0, 0, NULL, NULL, 1},
-    {"[B,S,C] [1,S,C] fwd", 3, {3, 50, 1000}, FROST_BF16, 2, 2, 0, 0, 0, NULL, NULL, 1},
-    {"[B,S,C] [B,S,C] fwd", 3, {3, 7, 4096}, FROST_F32, 3, 3, 0, 0, 0, NULL, "VEC=4", 1},
-    {"[B,S,C] [B,S,C] bwd 4096", 3, {2, 24, 4096}, FROST_BF16, 3, 3, 1, 0, 0, NULL, NULL, 1},
-    {"[B,1,S,C] [B,1,S,C] bwd (1-dim inside the run)", 4, {3, 1, 20, 4096}, FROST_BF16, 5, 5, 1, 0, 0, NULL, NULL, 1},
-    {"[B,S,T,C] [B,S,1,C] bwd", 4, {2, 3, 10, 1024}, FROST_F32, 3, 3, 1, 0, 0, NULL, NULL, 1},
-    {"[B,S,C] [1,1,C] (LayerNorm)", 3, {4, 64, 1024}, FROST_BF16, 0, 0, 1, 0, 0, NULL, "VEC=8", 0},
-    {"B 1: [B,1,C] carries nothing", 3, {1, 64, 1024}, FROST_BF16, 1, 1, 1, 0, 0, NULL, NULL, 0},
-    {"[B,1,C] rows 1 apart beyond C: scalar path", 3, {4, 64, 1024}, FROST_BF16, 1, 1, 0, 1, 0, NULL, "VEC=1", 1},
-    {"[B,1,C] rows 8 apart beyond C: vector path", 3, {4, 64, 1024}, FROST_BF16, 1, 1, 1, 8, 0, NULL, "VEC=8", 1},
-    {"B 0: no parameter rows", 3, {0, 16, 128}, FROST_F32, 1, 1, 1, 0, 0, NULL, NULL, 0},
-    {"S 0: parameter rows of zeros", 3, {3, 0, 128}, FROST_F32, 1, 1, 1, 0, 0, NULL, NULL, 1},
-    {"[1,S,C] bwd refused", 3, {4, 64, 1024}, FROST_BF16, 2, 2, 1, 0, 0, "repeats along x's outer dim 0", NULL, 1},
-    {"[B,1,T,C] refused", 4, {2, 3, 4, 1024}, FROST_BF16, 5, 0, 0, 0, 0, "outer dims 0 and 2 but not dim 1", NULL, 1},
-    {"per-row bf16 128 bwd refused", 3, {2, 512, 128}, FROST_BF16, 3, 3, 1, 0, 0, "rows per parameter row", NULL, 1},
+    /* name, rank, dims, dtype, scale carry, bias carry, bwd, gap, break, refusal, key has, per sample, x gap */
+    {"[B,S,C] [B,1,C] fwd", 3, {4, 64, 1024}, FROST_BF16, 1, 1, 0, 0, 0, NULL, "VEC=8", 1, 0},
+    {"[B,S,C] [B,1,C] fwd 16384: 512 x 4 units", 3, {2, 8, 16384}, FROST_BF16, 1, 1, 0, 0, 0, NULL, "NV=4", 1, 0},
+    {"[B,S,C] [B,1,C] bwd", 3, {4, 64, 1024}, FROST_BF16, 1, 1, 1, 0, 0, NULL, "VEC=8", 1, 0},
+    {"[B,S,C] scale [B,1,C] bias [1,1,C] bwd", 3, {3, 50, 128}, FROST_F16, 1, 0, 1, 0, 0, NULL, NULL, 1, 0},
+    {"[B,S,C] [1,S,C] fwd", 3, {3, 50, 1000}, FROST_BF16, 2, 2, 0, 0, 0, NULL, NULL, 1, 0},
+    {"[B,S,C] [B,S,C] fwd", 3, {3, 7, 4096}, FROST_F32, 3, 3, 0, 0, 0, NULL, "VEC=4", 1, 0},
+    {"[B,S,C] [B,S,C] bwd 4096", 3, {2, 24, 4096}, FROST_BF16, 3, 3, 1, 0, 0, NULL, NULL, 1, 0},
+    {"[B,1,S,C] [B,1,S,C] bwd (1-dim inside the run)", 4, {3, 1, 20, 4096}, FROST_BF16, 5, 5, 1, 0, 0, NULL, NULL, 1,
+     0},
+    {"[B,S,T,C] [B,S,1,C] bwd", 4, {2, 3, 10, 1024}, FROST_F32, 3, 3, 1, 0, 0, NULL, NULL, 1, 0},
+    {"[B,S,C] [1,1,C] (LayerNorm)", 3, {4, 64, 1024}, FROST_BF16, 0, 0, 1, 0, 0, NULL, "VEC=8", 0, 0},
+    {"B 1: [B,1,C] carries nothing", 3, {1, 64, 1024}, FROST_BF16, 1, 1, 1, 0, 0, NULL, NULL, 0, 0},
+    {"[B,1,C] rows 1 apart beyond C: scalar path", 3, {4, 64, 1024}, FROST_BF16, 1, 1, 0, 1, 0, NULL, "VEC=1", 1, 0},
+    {"[B,1,C] rows 8 apart beyond C: vector path", 3, {4, 64, 1024}, FROST_BF16, 1, 1, 1, 8, 0, NULL, "VEC=8", 1, 0},
+    {"B 0: no parameter rows", 3, {0, 16, 128}, FROST_F32, 1, 1, 1, 0, 0, NULL, NULL, 0, 0},
+    {"S 0: parameter rows of zeros", 3, {3, 0, 128}, FROST_F32, 1, 1, 1, 0, 0, NULL, NULL, 1, 0},
+    {"[1,S,C] bwd refused", 3, {4, 64, 1024}, FROST_BF16, 2, 2, 1, 0, 0, "repeats along x's outer dim 0", NULL, 1, 0},
+    {"[B,1,T,C] refused", 4, {2, 3, 4, 1024}, FROST_BF16, 5, 0, 0, 0, 0, "outer dims 0 and 2 but not dim 1", NULL, 1,
+     0},
+    {"per-row bf16 128 bwd refused", 3, {2, 512, 128}, FROST_BF16, 3, 3, 1, 0, 0, "rows per parameter row", NULL, 1, 0},
     {"[B,S,C] params not collapsing refused", 3, {2, 6, 1024}, FROST_F32, 3, 3, 0, 0, 1, "collapse to one stride",
-     NULL, 1},
+     NULL, 1, 0},
+    /* x a slice [B, S, C] of [B, S + 1, C]: rows in runs of S, parameter rows as before */
+    {"[B,S,C] slice [B,1,C] fwd: rows in runs", 3, {4, 64, 1024}, FROST_BF16, 1, 1, 0, 0, 0, NULL, "ROW_RUNS", 1,
+     1024},
+    {"[B,S,C] slice [B,1,C] bwd: rows in runs", 3, {4, 64, 1024}, FROST_BF16, 1, 1, 1, 0, 0, NULL, "ROW_RUNS", 1,
+     1024},
+    {"[B,S,C] slice [1,S,C] bwd refused", 3, {4, 64, 1024}, FROST_BF16, 2, 2, 1, 0, 0, "repeats along x's outer dim 0",
+     NULL, 1, 1024},
 };
 #define NUM_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -146,13 +157,18 @@ static void run_case(int index, const plan_case *c)
     for (int i = c->rank - 3; i >= 0; --i)
         ss[i] = ss[i + 1] * sd[i + 1], bs[i] = bs[i + 1] * bd[i + 1];
     ss[0] += 8 * c->break_collapse, bs[0] += 8 * c->break_collapse;
-    frost_tensor x = add(g, "x", c->dtype, c->rank, c->dims, NULL);
+    int64_t xs[4];
+    xs[c->rank - 1] = 1;
+    for (int i = c->rank - 2; i >= 0; --i)
+        xs[i] = xs[i + 1] * c->dims[i + 1];
+    xs[0] += c->x_gap;
+    frost_tensor x = add(g, "x", c->dtype, c->rank, c->dims, xs);
     frost_tensor w = add(g, "scale", c->dtype, c->rank, sd, ss), b = add(g, "bias", FROST_F32, c->rank, bd, bs);
     if (!c->backward) {
         frost_norm_outputs o = {.y = FROST_TENSOR_AUTO};
         TU_OK(frost_graph_add_adalayernorm(g, &(frost_norm_desc){.x = x, .scale = w, .bias = b}, &o));
     } else {
-        frost_tensor dy = add(g, "d_y", c->dtype, c->rank, c->dims, NULL);
+        frost_tensor dy = add(g, "d_y", c->dtype, c->rank, c->dims, xs);
         frost_tensor db = add(g, "d_bias", FROST_F32, c->rank, bd, bs);
         frost_norm_grads o = {.d_scale = FROST_TENSOR_AUTO, .d_bias = db};
         TU_OK(frost_graph_add_adalayernorm_backward(g, &(frost_norm_backward_desc){.x = x, .d_y = dy, .scale = w,
