@@ -25,8 +25,8 @@
  * Cases: C in {128, 1000, 4096} (and 1, 3, 16384 for the scalar and chunked paths), f32 /
  * f16 / bf16, [B, 1, C] parameters in f32 or the I/O dtype, shared and per-row patterns,
  * [1, S, C] (forward only), row gaps, a misaligned base (the scalar fallback), B = 0 and
- * S = 0; then seeded random cases; then the selector's refusals, each checked for the
- * constraint it names.  FROST_TEST_SEED / FROST_TEST_CASE rerun one case.
+ * S = 0, x a slice of a longer buffer (rows in runs of S); then seeded random cases; then
+ * the selector's refusals, each checked for the constraint it names.  FROST_TEST_SEED / FROST_TEST_CASE rerun one case.
  */
 #include <math.h>
 #include <stdio.h>
@@ -53,40 +53,45 @@ typedef struct acase {
     int zero_centered, inference;
     int backward, saved;
     int misalign; /* device copies shifted by one element: no 16-byte rows */
+    int run_gap;  /* padding elements after each sample of x, y, dy, dx (x a slice: rows in runs of S) */
 } acase;
 
 #define F32 FROST_F32
 #define F16 FROST_F16
 #define BF16 FROST_BF16
 static const acase table[] = {
-    /* name, dtype, B, S, C, gap, scale, bias, s_carry, b_carry, zc, inf, bwd, saved, misalign */
-    {"bf16 [4,256,128] [B,1,C] io params saved", BF16, 4, 256, 128, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0},
-    {"bf16 [4,96,1000] f32 params", BF16, 4, 96, 1000, 0, 1, 1, 1, 1, 0, 0, 1, 0, 0},
-    {"bf16 [2,64,4096] io params", BF16, 2, 64, 4096, 0, 2, 2, 1, 1, 1, 0, 1, 1, 0},
-    {"f16 [8,33,128] f32 params zero-centred", F16, 8, 33, 128, 0, 1, 1, 1, 1, 1, 0, 1, 0, 0},
-    {"f16 [3,50,1000] gap 8", F16, 3, 50, 1000, 8, 2, 2, 1, 1, 0, 0, 1, 1, 0},
-    {"f16 [2,40,4096]", F16, 2, 40, 4096, 0, 2, 1, 1, 1, 0, 0, 1, 0, 0},
-    {"f32 [5,20,128]", F32, 5, 20, 128, 0, 1, 1, 1, 1, 0, 0, 1, 1, 0},
-    {"f32 [3,17,1000] gap 4", F32, 3, 17, 1000, 4, 1, 1, 1, 1, 0, 0, 1, 0, 0},
-    {"f32 [2,30,4096]", F32, 2, 30, 4096, 0, 1, 1, 1, 1, 0, 0, 1, 1, 0},
-    {"bf16 scale [B,1,C], bias [1,1,C]", BF16, 4, 80, 1000, 0, 2, 2, 1, 0, 0, 0, 1, 1, 0},
-    {"bf16 scale [1,1,C], bias [B,1,C]", BF16, 4, 80, 128, 0, 1, 2, 0, 1, 0, 0, 1, 0, 0},
-    {"bf16 scale only [B,1,C]", BF16, 6, 40, 4096, 0, 2, 0, 1, 0, 1, 0, 1, 0, 0},
-    {"f16 bias only [B,1,C]", F16, 6, 40, 1000, 0, 0, 2, 0, 1, 0, 0, 1, 1, 0},
-    {"bf16 per-row [B,S,C] 4096", BF16, 2, 24, 4096, 0, 2, 2, 3, 3, 0, 0, 1, 1, 0},
-    {"bf16 [1,S,C] forward", BF16, 3, 50, 1000, 0, 2, 2, 2, 2, 0, 1, 0, 0, 0},
-    {"bf16 [B,1,C] misaligned (fallback)", BF16, 3, 40, 4096, 0, 2, 2, 1, 1, 0, 0, 1, 1, 1},
-    {"f32 [B,1,C] misaligned", F32, 3, 30, 1000, 0, 1, 1, 1, 1, 0, 0, 1, 0, 1},
-    {"bf16 [B,1,C] gap 3 (scalar rows)", BF16, 4, 30, 1000, 3, 2, 2, 1, 1, 0, 0, 1, 0, 0},
-    {"bf16 C 1", BF16, 4, 80, 1, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0},
-    {"f32 C 3 (scalar)", F32, 3, 40, 3, 0, 1, 1, 1, 1, 0, 0, 1, 0, 0},
-    {"bf16 C 16384 (chunked bwd)", BF16, 2, 12, 16384, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0},
-    {"bf16 B 1", BF16, 1, 500, 1000, 0, 2, 2, 1, 1, 0, 0, 1, 0, 0},
-    {"bf16 S 1", BF16, 64, 1, 1000, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0},
-    {"bf16 many samples", BF16, 300, 9, 128, 0, 2, 2, 1, 1, 0, 0, 1, 0, 0},
-    {"bf16 B 0", BF16, 0, 16, 1000, 0, 2, 2, 1, 1, 0, 0, 1, 0, 0},
-    {"f32 S 0 (zero gradients per sample)", F32, 3, 0, 128, 0, 1, 1, 1, 1, 0, 0, 1, 0, 0},
-    {"bf16 shared [1,1,C] (LayerNorm)", BF16, 4, 64, 1000, 0, 2, 2, 0, 0, 0, 0, 1, 1, 0},
+    /* name, dtype, B, S, C, gap, scale, bias, s_carry, b_carry, zc, inf, bwd, saved, misalign, run gap */
+    {"bf16 [4,256,128] [B,1,C] io params saved", BF16, 4, 256, 128, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0, 0},
+    {"bf16 [4,96,1000] f32 params", BF16, 4, 96, 1000, 0, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0},
+    {"bf16 [2,64,4096] io params", BF16, 2, 64, 4096, 0, 2, 2, 1, 1, 1, 0, 1, 1, 0, 0},
+    {"f16 [8,33,128] f32 params zero-centred", F16, 8, 33, 128, 0, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0},
+    {"f16 [3,50,1000] gap 8", F16, 3, 50, 1000, 8, 2, 2, 1, 1, 0, 0, 1, 1, 0, 0},
+    {"f16 [2,40,4096]", F16, 2, 40, 4096, 0, 2, 1, 1, 1, 0, 0, 1, 0, 0, 0},
+    {"f32 [5,20,128]", F32, 5, 20, 128, 0, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0},
+    {"f32 [3,17,1000] gap 4", F32, 3, 17, 1000, 4, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0},
+    {"f32 [2,30,4096]", F32, 2, 30, 4096, 0, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0},
+    {"bf16 scale [B,1,C], bias [1,1,C]", BF16, 4, 80, 1000, 0, 2, 2, 1, 0, 0, 0, 1, 1, 0, 0},
+    {"bf16 scale [1,1,C], bias [B,1,C]", BF16, 4, 80, 128, 0, 1, 2, 0, 1, 0, 0, 1, 0, 0, 0},
+    {"bf16 scale only [B,1,C]", BF16, 6, 40, 4096, 0, 2, 0, 1, 0, 1, 0, 1, 0, 0, 0},
+    {"f16 bias only [B,1,C]", F16, 6, 40, 1000, 0, 0, 2, 0, 1, 0, 0, 1, 1, 0, 0},
+    {"bf16 per-row [B,S,C] 4096", BF16, 2, 24, 4096, 0, 2, 2, 3, 3, 0, 0, 1, 1, 0, 0},
+    {"bf16 [1,S,C] forward", BF16, 3, 50, 1000, 0, 2, 2, 2, 2, 0, 1, 0, 0, 0, 0},
+    {"bf16 [B,1,C] misaligned (fallback)", BF16, 3, 40, 4096, 0, 2, 2, 1, 1, 0, 0, 1, 1, 1, 0},
+    {"f32 [B,1,C] misaligned", F32, 3, 30, 1000, 0, 1, 1, 1, 1, 0, 0, 1, 0, 1, 0},
+    {"bf16 [B,1,C] gap 3 (scalar rows)", BF16, 4, 30, 1000, 3, 2, 2, 1, 1, 0, 0, 1, 0, 0, 0},
+    {"bf16 C 1", BF16, 4, 80, 1, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0, 0},
+    {"f32 C 3 (scalar)", F32, 3, 40, 3, 0, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0},
+    {"bf16 C 16384 (chunked bwd)", BF16, 2, 12, 16384, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0, 0},
+    {"bf16 B 1", BF16, 1, 500, 1000, 0, 2, 2, 1, 1, 0, 0, 1, 0, 0, 0},
+    {"bf16 S 1", BF16, 64, 1, 1000, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0, 0},
+    {"bf16 many samples", BF16, 300, 9, 128, 0, 2, 2, 1, 1, 0, 0, 1, 0, 0, 0},
+    {"bf16 B 0", BF16, 0, 16, 1000, 0, 2, 2, 1, 1, 0, 0, 1, 0, 0, 0},
+    {"f32 S 0 (zero gradients per sample)", F32, 3, 0, 128, 0, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0},
+    {"bf16 shared [1,1,C] (LayerNorm)", BF16, 4, 64, 1000, 0, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0},
+    /* x, y, dy, dx slices of a longer buffer: rows in runs of S (ROW_RUNS keys) */
+    {"bf16 [4,64,1024] [B,1,C] rows in runs", BF16, 4, 64, 1024, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0, 1024},
+    {"f16 [3,50,1000] [B,1,C] rows in runs, odd gap", F16, 3, 50, 1000, 0, 1, 2, 1, 1, 1, 0, 1, 0, 0, 3},
+    {"bf16 [2,24,4096] per-row [B,S,C] rows in runs", BF16, 2, 24, 4096, 8, 2, 2, 3, 3, 0, 0, 1, 0, 0, 16},
 };
 #undef F32
 #undef F16
@@ -129,7 +134,7 @@ static void alloc_all(run *r, tu_rng *rng)
 {
     const acase *c = r->c;
     r->dims[0] = c->b, r->dims[1] = c->s, r->dims[2] = c->c;
-    r->strides[2] = 1, r->strides[1] = c->c + c->row_gap, r->strides[0] = c->s * r->strides[1];
+    r->strides[2] = 1, r->strides[1] = c->c + c->row_gap, r->strides[0] = c->s * r->strides[1] + c->run_gap;
     r->sdims[0] = c->b, r->sdims[1] = c->s, r->sdims[2] = 1;
     tu_packed_strides(3, r->sdims, r->sstrides);
     for (int t = 0; t < T_COUNT; t++) {
@@ -279,10 +284,11 @@ static void run_case(const acase *c, uint64_t seed, int index, frost_context *cp
 {
     char desc[320];
     snprintf(desc, sizeof desc,
-             "%s: %s [%lld,%lld,%lld] gap %d scale %d carry %u bias %d carry %u%s%s%s%s%s", c->name,
-             frost_dtype_name(c->dtype), (long long)c->b, (long long)c->s, (long long)c->c, c->row_gap, c->scale,
-             c->scale_carry, c->bias, c->bias_carry, c->zero_centered ? " zc" : "", c->inference ? " inference" : "",
-             c->backward ? " +bwd" : "", c->saved ? " saved" : "", c->misalign ? " misaligned" : "");
+             "%s: %s [%lld,%lld,%lld] gap %d run gap %d scale %d carry %u bias %d carry %u%s%s%s%s%s", c->name,
+             frost_dtype_name(c->dtype), (long long)c->b, (long long)c->s, (long long)c->c, c->row_gap, c->run_gap,
+             c->scale, c->scale_carry, c->bias, c->bias_carry, c->zero_centered ? " zc" : "",
+             c->inference ? " inference" : "", c->backward ? " +bwd" : "", c->saved ? " saved" : "",
+             c->misalign ? " misaligned" : "");
     tu_set_context("test_adanorm_gpu", seed, index, desc);
     const frost__device *dev = gpu->device;
     tu_rng rng = tu_rng_make(seed * 1000003u + (uint64_t)index);
@@ -356,6 +362,7 @@ static acase random_case(uint64_t seed, int index)
     c.backward = tu_int(&rng, 0, 4) != 0;
     c.saved = !c.inference && tu_int(&rng, 0, 1);
     c.misalign = tu_int(&rng, 0, 7) == 0;
+    c.run_gap = tu_int(&rng, 0, 3) == 0 ? (int)(tu_int(&rng, 0, 1) ? 8 * tu_int(&rng, 1, 16) : tu_int(&rng, 1, 7)) : 0;
     /* per-sample gradients need enough rows per sample next to the row groups of a block
      * (at most 256, the scalar path of short rows): below that the engine refuses */
     if (c.backward && ((c.scale && c.scale_carry) || (c.bias && c.bias_carry)) && c.s < 64)
