@@ -21,7 +21,9 @@
 # SWEEP (a cases file for bench/norm_sweep.sh), SWEEP_SETTINGS, CHECK (1: with tests or
 # quick, frost-bench --check over the norm and cnorm suites (quick: norm only), every
 # benchmark shape against the CPU reference engine, one reference run of 1.5-3.5 s a case at
-# 16384 x 4096 on this project's CPU machines; the sweep's cases are checked too).
+# 16384 x 4096 on this project's CPU machines; the sweep's cases are checked too),
+# FROST_COMMIT (the tree's commit for the log and the report: the device's copy of .git can
+# lag the tree; pass `FROST_COMMIT=$(git rev-parse --short HEAD)` from the checkout).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-gpu-out}
@@ -58,7 +60,11 @@ run_to() {
 
 say "device"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv >>"$L" 2>&1
-git log --oneline -1 >>"$L" 2>&1
+# the device's copy of .git can lag the tree it was given (2026-12-07: it named the session's
+# first commit all day), so the commit comes from FROST_COMMIT when the caller sets it
+if [[ -n ${FROST_COMMIT:-} ]]; then echo "commit $FROST_COMMIT (FROST_COMMIT)" >>"$L"; else
+    echo "commit $(git log --oneline -1 2>&1) (this copy's .git; set FROST_COMMIT from the tree's checkout)" >>"$L"
+fi
 say "build"
 scripts/touch_changed.sh "$B" >>"$L" 2>&1 # a build directory kept from an earlier copy of the tree
 if ! (cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build "$B") >/tmp/norm-build.log 2>&1; then
