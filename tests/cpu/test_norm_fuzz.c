@@ -39,6 +39,8 @@ static int is_row_norm(frost__op op)
            op == FROST__OP_RMSNORM_BWD || op == FROST__OP_ADALAYERNORM_FWD || op == FROST__OP_ADALAYERNORM_BWD;
 }
 
+static int planned_runs; /* row norms planned on sm_90 with rows in runs */
+
 /* Where the plan says row r of a slot starts (norm_rows, norm_kernel.cuh). */
 static int64_t plan_row(const frost__norm_runs *u, int slot, int64_t r)
 {
@@ -108,6 +110,7 @@ static void check_row_plan(int op, const void *problem, const void *plan, int sm
     /* the backward's segments: whole runs of rows, each gradient row the sum of
      * segments_per_out of them, all rows covered once */
     check_runs(p, pl, what);
+    planned_runs += sm90 && pl->runs.run > 0;
     const frost__adanorm_cuda *a = &pl->ada;
     if (a->segment_rows < 1 || (p->rows > 0 && p->rows % a->segment_rows))
         tu_failf("%s: segments of %lld rows for %lld rows", what, (long long)a->segment_rows, (long long)p->rows);
@@ -170,11 +173,13 @@ int main(void)
     for (int op = 0; op < TU_NF_OPS; op++)
         printf(" %s %d / %d", tu_nf_op_names[op], ran_op[op][0], ran_op[op][1]);
     printf(")\n");
-    printf("test_norm_fuzz: the cuda engine's select planned %d / %d nodes (%d of them wide) and refused %d / %d "
-           "(sm_90 / sm_80)\n",
-           tu_fz_planned[0], tu_fz_planned[1], wide_planned, tu_fz_plan_refused[0], tu_fz_plan_refused[1]);
-    if (only < 0 && (tu_fz_planned[0] < 1000 || tu_fz_planned[1] < 1000 || wide_planned < 300))
-        tu_failf("the cuda engine planned only %d / %d nodes", tu_fz_planned[0], tu_fz_planned[1]);
+    printf("test_norm_fuzz: the cuda engine's select planned %d / %d nodes (%d of them wide, %d row norms with "
+           "rows in runs on sm_90) and refused %d / %d (sm_90 / sm_80)\n",
+           tu_fz_planned[0], tu_fz_planned[1], wide_planned, planned_runs, tu_fz_plan_refused[0],
+           tu_fz_plan_refused[1]);
+    if (only < 0 && (tu_fz_planned[0] < 1000 || tu_fz_planned[1] < 1000 || wide_planned < 300 || planned_runs < 100))
+        tu_failf("the cuda engine planned only %d / %d nodes (%d wide, %d with rows in runs)", tu_fz_planned[0],
+                 tu_fz_planned[1], wide_planned, planned_runs);
     /* the draws must reach every op's reference kernels, not only the validation */
     for (int op = 0; op < TU_NF_OPS && only < 0; op++)
         for (int backward = 0; backward < 2; backward++)
