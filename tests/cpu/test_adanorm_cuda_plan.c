@@ -45,17 +45,6 @@ static void param_dims(int rank, const int64_t *xd, unsigned carry, int64_t *pd)
         pd[i] = i == rank - 1 || (carry >> i & 1u) ? xd[i] : 1;
 }
 
-/* The reference engine's offset of the parameter row of row r in a parameter slot. */
-static int64_t ref_offset(const frost__norm_problem *p, int slot, int64_t r)
-{
-    int64_t off = 0;
-    for (int i = p->outer_rank - 1; i >= 0; --i) {
-        off += (r % p->outer_dims[i]) * p->slot[slot].outer_stride[i];
-        r /= p->outer_dims[i];
-    }
-    return off;
-}
-
 static int64_t map_offset(const norm_param_map *m, int64_t r)
 {
     return (r / m->div) % m->count * m->stride;
@@ -64,27 +53,30 @@ static int64_t map_offset(const norm_param_map *m, int64_t r)
 /* Checks the maps and segments of one problem against the reference addressing. */
 static void check_plan(const frost__norm_problem *p, const frost__adanorm_cuda *a)
 {
+    static const int params[2] = {FROST__NORM_SCALE, FROST__NORM_BIAS};
     static const int grads[2] = {FROST__NORM_D_SCALE, FROST__NORM_D_BIAS};
+    const norm_param_map *maps[2] = {&a->scale, &a->bias};
     for (int64_t r = 0; r < p->rows; ++r) {
-        if (p->slot[FROST__NORM_SCALE].present && map_offset(&a->scale, r) != ref_offset(p, FROST__NORM_SCALE, r)) {
-            tu_failf("row %lld: scale map gives %lld, the ref engine %lld", (long long)r,
-                     (long long)map_offset(&a->scale, r), (long long)ref_offset(p, FROST__NORM_SCALE, r));
-            return;
-        }
-        if (p->slot[FROST__NORM_BIAS].present && map_offset(&a->bias, r) != ref_offset(p, FROST__NORM_BIAS, r)) {
-            tu_failf("row %lld: bias map gives %lld, the ref engine %lld", (long long)r,
-                     (long long)map_offset(&a->bias, r), (long long)ref_offset(p, FROST__NORM_BIAS, r));
-            return;
+        for (int k = 0; k < 2; ++k) {
+            if (!p->slot[params[k]].present)
+                continue;
+            const int64_t got = map_offset(maps[k], r), want = frost__norm_row_offset(p, params[k], r);
+            if (got != want) {
+                tu_failf("row %lld: %s map gives %lld, the ref engine %lld", (long long)r, k ? "bias" : "scale",
+                         (long long)got, (long long)want);
+                return;
+            }
         }
         for (int k = 0; k < 2 && p->backward; ++k) {
             if (!p->slot[grads[k]].present)
                 continue;
             /* every row of a segment lands in the ref engine's parameter row: no straddling */
             const int64_t segment = r / a->segment_rows, q = segment / a->segments_per_out[k];
-            if (q >= a->out_rows[k] || q * a->out_stride[k] != ref_offset(p, grads[k], r)) {
+            const int64_t want = frost__norm_row_offset(p, grads[k], r);
+            if (q >= a->out_rows[k] || q * a->out_stride[k] != want) {
                 tu_failf("row %lld: %s parameter row %lld of %lld (offset %lld), the ref engine's offset %lld",
                          (long long)r, k ? "d_bias" : "d_scale", (long long)q, (long long)a->out_rows[k],
-                         (long long)(q * a->out_stride[k]), (long long)ref_offset(p, grads[k], r));
+                         (long long)(q * a->out_stride[k]), (long long)want);
                 return;
             }
         }

@@ -143,8 +143,9 @@ static void add_node(frost_graph *g, const plan_case *c)
     TU_OK(c->rms ? frost_graph_add_rmsnorm_backward(g, &d, &o) : frost_graph_add_layernorm_backward(g, &d, &o));
 }
 
-static void run_case(int index, const plan_case *c)
+static void run_case(int index, int at)
 {
+    const plan_case *c = &cases[at];
     tu_set_context("test_norm_cuda_plan", 0, index, c->name);
     frost_graph *g = NULL;
     const int f0 = tu_failures();
@@ -316,8 +317,9 @@ static const split_case split_cases[] = {
 };
 #define NUM_SPLIT_CASES ((int)(sizeof split_cases / sizeof split_cases[0]))
 
-static void run_split_case(int index, const split_case *c)
+static void run_split_case(int index, int at)
 {
+    const split_case *c = &split_cases[at];
     char name[96];
     snprintf(name, sizeof name, "row split: %lld rows, %lld slots, spread %d", (long long)c->rows,
              (long long)c->slots, c->spread);
@@ -352,8 +354,19 @@ static void run_split_case(int index, const split_case *c)
  * per row at 8192 (4 units: 20 + 16 + 64 past the 80 of 3 blocks), keeping the old bounds.
  * RMSNorm's 2-unit rows with both in f32 load them per row with bounds for 5 blocks, not 6
  * (which spilled), whatever their row group (128 columns: 8 threads; 1024: 64). */
-static void run_f32_params_case(int index, int rms, int64_t cols, int want_held, const char *want_minb)
+static const struct {
+    int rms;
+    int64_t cols;
+    int held;
+    const char *minb;
+} f32_cases[] = {{0, 4096, 1, "MINB=4"}, {0, 8192, 0, "MINB=3"}, {1, 128, 0, "MINB=5"}, {1, 1024, 0, "MINB=5"}};
+#define NUM_F32_CASES ((int)(sizeof f32_cases / sizeof f32_cases[0]))
+
+static void run_f32_params_case(int index, int at)
 {
+    const int rms = f32_cases[at].rms, want_held = f32_cases[at].held;
+    const int64_t cols = f32_cases[at].cols;
+    const char *want_minb = f32_cases[at].minb;
     char name[96];
     snprintf(name, sizeof name, "%s fwd bf16 %lld with f32 parameters: held %d", rms ? "rms" : "ln", (long long)cols,
              want_held);
@@ -409,8 +422,9 @@ static const runs_case runs_cases[] = {
 };
 #define NUM_RUNS_CASES ((int)(sizeof runs_cases / sizeof runs_cases[0]))
 
-static void run_runs_case(int index, const runs_case *c)
+static void run_runs_case(int index, int at)
 {
+    const runs_case *c = &runs_cases[at];
     tu_set_context("test_norm_cuda_plan", 0, index, c->name);
     frost_graph *g = NULL;
     TU_OK(frost_graph_create(cpu, &g));
@@ -460,51 +474,28 @@ static void run_runs_case(int index, const runs_case *c)
 
 int main(void)
 {
+    /* the case groups in index order: a group's case k has index (cases before it) + k */
+    static const struct {
+        void (*run)(int index, int at); /* case `at` of the group's table */
+        int count;
+    } groups[] = {{run_case, NUM_CASES},
+                  {run_split_case, NUM_SPLIT_CASES},
+                  {run_f32_params_case, NUM_F32_CASES},
+                  {run_runs_case, NUM_RUNS_CASES}};
     const int only = tu_case_filter();
-    int run_count = 0;
+    int run_count = 0, index = 0;
     TU_OK(frost_context_create(NULL, &cpu));
     if (!cpu)
         return tu_finish(0);
-    for (int i = 0; i < NUM_CASES; ++i) {
-        if (only >= 0 && only != i)
-            continue;
-        tu_case_begin();
-        run_case(i, &cases[i]);
-        tu_case_end();
-        ++run_count;
-    }
-    for (int i = 0; i < NUM_SPLIT_CASES; ++i) {
-        if (only >= 0 && only != NUM_CASES + i)
-            continue;
-        tu_case_begin();
-        run_split_case(NUM_CASES + i, &split_cases[i]);
-        tu_case_end();
-        ++run_count;
-    }
-    const int f32_index = NUM_CASES + NUM_SPLIT_CASES;
-    static const struct {
-        int rms;
-        int64_t cols;
-        int held;
-        const char *minb;
-    } f32_cases[] = {{0, 4096, 1, "MINB=4"}, {0, 8192, 0, "MINB=3"}, {1, 128, 0, "MINB=5"}, {1, 1024, 0, "MINB=5"}};
-    for (int i = 0; i < (int)(sizeof f32_cases / sizeof f32_cases[0]); ++i) {
-        if (only >= 0 && only != f32_index + i)
-            continue;
-        tu_case_begin();
-        run_f32_params_case(f32_index + i, f32_cases[i].rms, f32_cases[i].cols, f32_cases[i].held, f32_cases[i].minb);
-        tu_case_end();
-        ++run_count;
-    }
-    const int runs_index = f32_index + (int)(sizeof f32_cases / sizeof f32_cases[0]);
-    for (int i = 0; i < NUM_RUNS_CASES; ++i) {
-        if (only >= 0 && only != runs_index + i)
-            continue;
-        tu_case_begin();
-        run_runs_case(runs_index + i, &runs_cases[i]);
-        tu_case_end();
-        ++run_count;
-    }
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
+        for (int k = 0; k < groups[g].count; k++, index++) {
+            if (only >= 0 && only != index)
+                continue;
+            tu_case_begin();
+            groups[g].run(index, k);
+            tu_case_end();
+            ++run_count;
+        }
     frost_context_destroy(cpu);
     return tu_finish(run_count);
 }

@@ -102,6 +102,10 @@ extern const frost__op_impl frost__norm_bwd_ref;
 extern const frost__op_impl frost__norm_fwd_cuda;
 extern const frost__op_impl frost__norm_bwd_cuda;
 
+/* The element offset of row r of slot `slot` from its base, as the reference engine
+ * addresses it (parameter slots: the parameter row that row r reads).  norm_ref.c. */
+int64_t frost__norm_row_offset(const frost__norm_problem *p, int slot, int64_t r);
+
 /* Kernel keys the cuda norm engine builds for typical problems (LayerNorm and RMSNorm,
  * forward and backward, f32/f16/bf16, common hidden sizes 128..32768, scale in f32 or the
  * I/O dtype, with and without bias / d_bias), plus the backward's reduce kernel: the list

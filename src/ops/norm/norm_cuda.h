@@ -29,12 +29,11 @@ typedef struct frost__adanorm_cuda {
 } frost__adanorm_cuda;
 
 /* Where the rows of each data and statistics slot start (norm_rows, norm_kernel.cuh): X's
- * outer dims split at `split` into two groups that collapse to one stride each in every
- * such slot (stride inside the group after the split, between over the group before it),
- * making runs of `run` rows; split 0 and run 0 when all the outer dims collapse together
- * (one run, the key has no ROW_RUNS).  Zeros for absent slots. */
+ * outer dims split into two groups that collapse to one stride each in every such slot
+ * (stride inside the group after the split, between over the group before it), making runs
+ * of `run` rows (the product of the dims after the split); run 0 when all the outer dims
+ * collapse together (one run, the key has no ROW_RUNS).  Zeros for absent slots. */
 typedef struct frost__norm_runs {
-    int split;
     int64_t run;
     norm_rows slot[FROST__NORM_NUM_SLOTS];
 } frost__norm_runs;

@@ -230,7 +230,6 @@ static frost_status find_runs(const frost__norm_problem *p, frost__norm_runs *ru
             ok = !p->slot[row_slots[i]].present || split_slot(p, row_slots[i], k, &runs->slot[row_slots[i]]);
         if (!ok)
             continue;
-        runs->split = k;
         runs->run = k > 0 ? 1 : 0;
         for (int i = k; k > 0 && i < p->outer_rank; i++)
             runs->run *= p->outer_dims[i];

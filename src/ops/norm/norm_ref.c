@@ -73,6 +73,13 @@ static void row_offsets(const frost__norm_problem *p, int64_t r, int64_t *off)
     }
 }
 
+int64_t frost__norm_row_offset(const frost__norm_problem *p, int slot, int64_t r)
+{
+    int64_t off[FROST__NORM_NUM_SLOTS];
+    row_offsets(p, r, off);
+    return off[slot];
+}
+
 static double load(const frost__norm_problem *p, void *const *ptrs, int slot, int64_t off)
 {
     return frost__load_elem(ptrs[slot], off, p->slot[slot].dtype);
