@@ -8,7 +8,7 @@
  * kernel key must hold; backward cases also the reduce kernel's slices of partial rows.
  * FROST_NORM_TUNE overrides are checked to reach the plan and the key, and an unset
  * variable to leave the table alone.  Then the backward's split of rows between blocks,
- * held parameters, and rows in runs (where each tensor's rows start, or the refusal).
+ * held parameters, and row levels (where each tensor's rows start).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -396,35 +396,40 @@ static void run_f32_params_case(int index, int at)
     frost_graph_destroy(g);
 }
 
-/* Rows in runs (frost__norm_runs): X [outer..., 64] bf16 with the strides given and Y, the
- * statistics packed, planned or refused; a plan's runs and ROW_RUNS as expected, a refusal
- * with its phrase. */
-typedef struct runs_case {
+/* Row levels (frost__norm_row_map): X [outer..., cols] bf16 with the strides given and Y,
+ * the statistics packed; the plan's levels, their steps and each slot's strides as
+ * expected (innermost level first), ROW_LEVELS in the key exactly when there are several,
+ * and every row of X, Y and inv_std where the ref engine's addressing puts it. */
+typedef struct levels_case {
     const char *name;
     int rank;
-    int64_t dims[4], xstrides[4];
+    int64_t dims[8], xstrides[8];
     const int64_t *ystrides; /* NULL: Y packed */
-    int64_t run, x_stride, x_between, y_stride, y_between, stat_stride, stat_between; /* run -1: refused */
-    const char *refusal;
-} runs_case;
+    int levels;
+    int64_t steps[7], x[7], y[7], stat[7]; /* per level, innermost first (steps: all but the last) */
+} levels_case;
 
-static const int64_t y_split_late[4] = {816, 272, 64, 1}; /* [2, 3] | [4] collapse */
-static const runs_case runs_cases[] = {
-    {"packed: one run", 3, {4, 6, 64}, {384, 64, 1}, NULL, 0, 64, 0, 64, 0, 1, 0, NULL},
-    {"rows 72 apart: one run", 3, {4, 6, 64}, {432, 72, 1}, NULL, 0, 72, 0, 64, 0, 1, 0, NULL},
-    {"groups of 6 rows 464 apart: runs of 6", 3, {4, 6, 64}, {464, 72, 1}, NULL, 6, 72, 464, 64, 384, 1, 6, NULL},
-    {"a slice [2, 5 of 7, 64]: runs of 5", 3, {2, 5, 64}, {448, 64, 1}, NULL, 5, 64, 448, 64, 320, 1, 5, NULL},
-    {"three groups: refused", 4, {2, 4, 6, 64}, {1872, 464, 72, 1}, NULL, -1, 0, 0, 0, 0, 0, 0,
-     "X's outer (row) dims to collapse to one stride, or to one stride each side of a split into two groups of dims; "
-     "its outer dims [2, 4, 6] with strides [1872, 464, 72] do not"},
-    {"X and Y split at different dims: refused", 4, {2, 3, 4, 64}, {784, 256, 64, 1}, y_split_late, -1, 0, 0, 0, 0, 0,
-     0, "each of them splits, but not all at one dim"},
+static const int64_t y_split_late[4] = {816, 272, 64, 1}; /* joins [1] and [2], not [0] */
+static const levels_case levels_cases[] = {
+    {"packed: one level", 3, {4, 6, 64}, {384, 64, 1}, NULL, 1, {0}, {64}, {64}, {1}},
+    {"rows 72 apart: one level", 3, {4, 6, 64}, {432, 72, 1}, NULL, 1, {0}, {72}, {64}, {1}},
+    {"groups of 6 rows 464 apart: runs of 6", 3, {4, 6, 64}, {464, 72, 1}, NULL, 2, {6}, {72, 464}, {64, 384}, {1, 6}},
+    {"a slice [2, 5 of 7, 64]: runs of 5", 3, {2, 5, 64}, {448, 64, 1}, NULL, 2, {5}, {64, 448}, {64, 320}, {1, 5}},
+    {"a size-1 dim between: runs of 5", 4, {3, 1, 5, 64}, {1000, 7, 64, 1}, NULL, 2, {5}, {64, 1000}, {64, 320},
+     {1, 5}},
+    {"a gap after every row and every 6 rows: three levels", 4, {2, 4, 6, 64}, {1872, 464, 72, 1}, NULL, 3, {6, 4},
+     {72, 464, 1872}, {64, 384, 1536}, {1, 6, 24}},
+    {"X and Y gapped at different dims: three levels", 4, {2, 3, 4, 64}, {784, 256, 64, 1}, y_split_late, 3, {4, 3},
+     {64, 256, 784}, {64, 272, 816}, {1, 4, 12}},
+    {"a gap at every outer dim: seven levels", 8, {2, 2, 2, 2, 2, 2, 2, 8}, {2032, 1008, 496, 240, 112, 48, 16, 1},
+     NULL, 7, {2, 2, 2, 2, 2, 2}, {16, 48, 112, 240, 496, 1008, 2032}, {8, 16, 32, 64, 128, 256, 512},
+     {1, 2, 4, 8, 16, 32, 64}},
 };
-#define NUM_RUNS_CASES ((int)(sizeof runs_cases / sizeof runs_cases[0]))
+#define NUM_LEVELS_CASES ((int)(sizeof levels_cases / sizeof levels_cases[0]))
 
-static void run_runs_case(int index, int at)
+static void run_levels_case(int index, int at)
 {
-    const runs_case *c = &runs_cases[at];
+    const levels_case *c = &levels_cases[at];
     tu_set_context("test_norm_cuda_plan", 0, index, c->name);
     frost_graph *g = NULL;
     TU_OK(frost_graph_create(cpu, &g));
@@ -436,39 +441,46 @@ static void run_runs_case(int index, int at)
     if (c->ystrides) {
         frost_tensor_desc yd = xd;
         yd.name = "y";
-        memcpy(yd.strides, c->ystrides, sizeof c->xstrides);
+        memcpy(yd.strides, c->ystrides, (size_t)c->rank * sizeof c->ystrides[0]);
         TU_OK(frost_graph_add_tensor(g, &yd, &y));
     }
     frost_norm_desc d = {.x = x};
     frost_norm_outputs o = {.y = y, .inv_std = FROST_TENSOR_AUTO};
     TU_OK(frost_graph_add_rmsnorm(g, &d, &o));
     frost__norm_plan plan;
-    frost__buf why = {0}, text = {0};
-    const frost_status s =
-        g->g.num_nodes ? frost__norm_cuda_config(g->g.nodes[0].problem, &plan, &why) : FROST_INTERNAL;
-    if (c->run < 0) {
-        if (s != FROST_NOT_SUPPORTED || !strstr(frost__buf_str(&why), c->refusal))
-            tu_failf("%s: \"%s\"; expected NOT_SUPPORTED with \"%s\"", frost_status_name(s), frost__buf_str(&why),
-                     c->refusal);
-    } else if (s != FROST_OK) {
+    frost__buf why = {0}, text = {0}, want = {0};
+    const frost__norm_problem *p = g->g.num_nodes ? g->g.nodes[0].problem : NULL;
+    const frost_status s = p ? frost__norm_cuda_config(p, &plan, &why) : FROST_INTERNAL;
+    if (s != FROST_OK) {
         tu_failf("refused: %s", frost__buf_str(&why));
     } else {
-        const frost__norm_runs *u = &plan.runs;
-        const norm_rows *xr = &u->slot[FROST__NORM_X], *yr = &u->slot[FROST__NORM_Y];
-        const norm_rows *sr = &u->slot[FROST__NORM_INV_STD];
+        const frost__norm_row_map *m = &plan.row_map;
+        static const int slots[3] = {FROST__NORM_X, FROST__NORM_Y, FROST__NORM_INV_STD};
+        const int64_t *expect[3] = {c->x, c->y, c->stat};
+        int bad = m->levels != c->levels;
+        for (int i = 0; !bad && i < c->levels; i++) {
+            bad |= i < c->levels - 1 && m->dims[i] != c->steps[i];
+            for (int k = 0; k < 3; k++)
+                bad |= m->slot[slots[k]].stride[i] != expect[k][i];
+        }
         frost__key_print(&plan.key, &text);
-        if (u->run != c->run || xr->stride != c->x_stride || xr->between != c->x_between ||
-            yr->stride != c->y_stride || yr->between != c->y_between || sr->stride != c->stat_stride ||
-            sr->between != c->stat_between || !!strstr(frost__buf_str(&text), "ROW_RUNS") != (c->run > 0))
-            tu_failf("runs of %lld: x %lld / %lld, y %lld / %lld, inv_std %lld / %lld (key %s); expected %lld: %lld / "
-                     "%lld, %lld / %lld, %lld / %lld",
-                     (long long)u->run, (long long)xr->stride, (long long)xr->between, (long long)yr->stride,
-                     (long long)yr->between, (long long)sr->stride, (long long)sr->between, frost__buf_str(&text),
-                     (long long)c->run, (long long)c->x_stride, (long long)c->x_between, (long long)c->y_stride,
-                     (long long)c->y_between, (long long)c->stat_stride, (long long)c->stat_between);
+        frost__buf_printf(&want, "ROW_LEVELS=%d", c->levels);
+        if (bad || !!strstr(frost__buf_str(&text), frost__buf_str(&want)) != (c->levels > 1) ||
+            !!strstr(frost__buf_str(&text), "ROW_LEVELS") != (c->levels > 1))
+            tu_failf("%d levels (steps %lld, %lld; X strides %lld, %lld, %lld; key %s); expected %d", m->levels,
+                     (long long)m->dims[0], (long long)m->dims[1], (long long)m->slot[FROST__NORM_X].stride[0],
+                     (long long)m->slot[FROST__NORM_X].stride[1], (long long)m->slot[FROST__NORM_X].stride[2],
+                     frost__buf_str(&text), c->levels);
+        for (int64_t r = 0; r < p->rows; r++)
+            for (int k = 0; k < 3; k++)
+                if (frost__norm_row_map_offset(m, slots[k], r) != frost__norm_row_offset(p, slots[k], r))
+                    tu_failf("slot %d row %lld at %lld by the map, %lld by the strides", slots[k], (long long)r,
+                             (long long)frost__norm_row_map_offset(m, slots[k], r),
+                             (long long)frost__norm_row_offset(p, slots[k], r));
     }
     frost__buf_free(&why);
     frost__buf_free(&text);
+    frost__buf_free(&want);
     frost_graph_destroy(g);
 }
 
@@ -481,7 +493,7 @@ int main(void)
     } groups[] = {{run_case, NUM_CASES},
                   {run_split_case, NUM_SPLIT_CASES},
                   {run_f32_params_case, NUM_F32_CASES},
-                  {run_runs_case, NUM_RUNS_CASES}};
+                  {run_levels_case, NUM_LEVELS_CASES}};
     const int only = tu_case_filter();
     int run_count = 0, index = 0;
     TU_OK(frost_context_create(NULL, &cpu));

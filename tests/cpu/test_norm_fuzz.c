@@ -39,40 +39,49 @@ static int is_row_norm(frost__op op)
            op == FROST__OP_RMSNORM_BWD || op == FROST__OP_ADALAYERNORM_FWD || op == FROST__OP_ADALAYERNORM_BWD;
 }
 
-static int planned_runs; /* row norms planned on sm_90 with rows in runs */
+static int planned_levels[2]; /* row norms planned on sm_90 with 2 row levels, with 3 or more */
 
-/* Where the plan says row r of a slot starts (norm_rows, norm_kernel.cuh). */
-static int64_t plan_row(const frost__norm_runs *u, int slot, int64_t r)
-{
-    const norm_rows *m = &u->slot[slot];
-    return u->run > 0 ? r / u->run * m->between + r % u->run * m->stride : r * m->stride;
-}
-
-/* The plan's row runs: a run of whole rows with ROW_RUNS in the key exactly when there are
- * several, and every data and statistics row where its strides put it (first, last and
- * middle rows, and those around the first run boundaries). */
-static void check_runs(const frost__norm_problem *p, const frost__norm_plan *pl, const char *what)
+/* The plan's row levels (frost__norm_row_map): ROW_LEVELS=levels in the key exactly when
+ * there are several, each inner level at least 2 steps that divide the rows, and every data
+ * and statistics row where its strides put it (first, last and middle rows, and those
+ * around each level's first boundaries). */
+static void check_row_map(const frost__norm_problem *p, const frost__norm_plan *pl, const char *what)
 {
     static const int slots[] = {FROST__NORM_X,   FROST__NORM_Y,    FROST__NORM_D_Y,
                                 FROST__NORM_D_X, FROST__NORM_MEAN, FROST__NORM_INV_STD};
-    const frost__norm_runs *u = &pl->runs;
-    int keyed = 0;
+    const frost__norm_row_map *m = &pl->row_map;
+    int keyed = 0, bad = m->levels < 1 || m->levels > NORM_ROW_LEVELS;
+    char want[32];
+    snprintf(want, sizeof want, "ROW_LEVELS=%d", m->levels);
     for (int i = 0; i < pl->key.num_defines; i++)
-        keyed |= strcmp(pl->key.defines[i], "ROW_RUNS") == 0;
-    if (u->run < 0 || (u->run > 0) != keyed || (u->run > 0 && (u->run < 2 || u->run >= p->rows || p->rows % u->run)))
-        tu_failf("%s: runs of %lld rows (ROW_RUNS %d) for %lld rows", what, (long long)u->run, keyed,
-                 (long long)p->rows);
-    const int64_t run = u->run > 0 ? u->run : 1;
-    const int64_t probes[] = {0, 1, run - 1, run, run + 1, 2 * run - 1, 2 * run, p->rows / 2, p->rows - 2, p->rows - 1};
+        if (strncmp(pl->key.defines[i], "ROW_LEVELS", 10) == 0)
+            keyed |= strcmp(pl->key.defines[i], want) == 0 ? 1 : 2;
+    int64_t span = 1, probes[10 + 6 * NORM_ROW_LEVELS];
+    int np = 0;
+    for (int i = 0; !bad && i < m->levels - 1; i++) {
+        bad |= m->dims[i] < 2;
+        span *= m->dims[i];
+        bad |= span >= p->rows || p->rows % span;
+        const int64_t around[] = {span - 1, span, span + 1, 2 * span - 1, 2 * span, 2 * span + 1};
+        for (int k = 0; k < 6; k++)
+            probes[np++] = around[k];
+    }
+    if (bad || keyed != (m->levels > 1))
+        tu_failf("%s: %d row levels (steps %lld, %lld; key define %d) for %lld rows", what, m->levels,
+                 (long long)m->dims[0], (long long)m->dims[1], keyed, (long long)p->rows);
+    const int64_t ends[] = {0, 1, 2, p->rows / 2, p->rows - 2, p->rows - 1};
+    for (int k = 0; k < 6; k++)
+        probes[np++] = ends[k];
     for (size_t s = 0; s < sizeof slots / sizeof slots[0]; s++)
-        for (size_t k = 0; p->slot[slots[s]].present && k < sizeof probes / sizeof probes[0]; k++) {
+        for (int k = 0; p->slot[slots[s]].present && k < np; k++) {
             const int64_t r = probes[k];
             if (r < 0 || r >= p->rows)
                 continue;
-            const int64_t got = plan_row(u, slots[s], r), want = frost__norm_row_offset(p, slots[s], r);
-            if (got != want)
-                tu_failf("%s: slot %d row %lld starts at %lld by the plan's runs, at %lld by its strides", what,
-                         slots[s], (long long)r, (long long)got, (long long)want);
+            const int64_t got = frost__norm_row_map_offset(m, slots[s], r);
+            const int64_t want_at = frost__norm_row_offset(p, slots[s], r);
+            if (got != want_at)
+                tu_failf("%s: slot %d row %lld starts at %lld by the plan's row map, at %lld by its strides", what,
+                         slots[s], (long long)r, (long long)got, (long long)want_at);
         }
 }
 
@@ -99,8 +108,9 @@ static void check_row_plan(int op, const void *problem, const void *plan, int sm
         tu_failf("%s: the reduce has %d threads", what, pl->reduce_threads);
     /* the backward's segments: whole runs of rows, each gradient row the sum of
      * segments_per_out of them, all rows covered once */
-    check_runs(p, pl, what);
-    planned_runs += sm90 && pl->runs.run > 0;
+    check_row_map(p, pl, what);
+    if (sm90 && pl->row_map.levels > 1)
+        planned_levels[pl->row_map.levels > 2]++;
     const frost__adanorm_cuda *a = &pl->ada;
     if (a->segment_rows < 1 || (p->rows > 0 && p->rows % a->segment_rows))
         tu_failf("%s: segments of %lld rows for %lld rows", what, (long long)a->segment_rows, (long long)p->rows);
@@ -164,12 +174,13 @@ int main(void)
         printf(" %s %d / %d", tu_nf_op_names[op], ran_op[op][0], ran_op[op][1]);
     printf(")\n");
     printf("test_norm_fuzz: the cuda engine's select planned %d / %d nodes (%d of them wide, %d row norms with "
-           "rows in runs on sm_90) and refused %d / %d (sm_90 / sm_80)\n",
-           tu_fz_planned[0], tu_fz_planned[1], wide_planned, planned_runs, tu_fz_plan_refused[0],
-           tu_fz_plan_refused[1]);
-    if (only < 0 && (tu_fz_planned[0] < 1000 || tu_fz_planned[1] < 1000 || wide_planned < 300 || planned_runs < 100))
-        tu_failf("the cuda engine planned only %d / %d nodes (%d wide, %d with rows in runs)", tu_fz_planned[0],
-                 tu_fz_planned[1], wide_planned, planned_runs);
+           "two row levels and %d with three or more on sm_90) and refused %d / %d (sm_90 / sm_80)\n",
+           tu_fz_planned[0], tu_fz_planned[1], wide_planned, planned_levels[0], planned_levels[1],
+           tu_fz_plan_refused[0], tu_fz_plan_refused[1]);
+    if (only < 0 && (tu_fz_planned[0] < 1000 || tu_fz_planned[1] < 1000 || wide_planned < 300 ||
+                     planned_levels[0] < 100 || planned_levels[1] < 50))
+        tu_failf("the cuda engine planned only %d / %d nodes (%d wide, %d / %d with two / more row levels)",
+                 tu_fz_planned[0], tu_fz_planned[1], wide_planned, planned_levels[0], planned_levels[1]);
     /* the draws must reach every op's reference kernels, not only the validation */
     for (int op = 0; op < TU_NF_OPS && only < 0; op++)
         for (int backward = 0; backward < 2; backward++)

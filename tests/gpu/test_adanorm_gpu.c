@@ -88,7 +88,7 @@ static const acase table[] = {
     {"bf16 B 0", BF16, 0, 16, 1000, 0, 2, 2, 1, 1, 0, 0, 1, 0, 0, 0},
     {"f32 S 0 (zero gradients per sample)", F32, 3, 0, 128, 0, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0},
     {"bf16 shared [1,1,C] (LayerNorm)", BF16, 4, 64, 1000, 0, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0},
-    /* x, y, dy, dx slices of a longer buffer: rows in runs of S (ROW_RUNS keys) */
+    /* x, y, dy, dx slices of a longer buffer: rows in runs of S (ROW_LEVELS=2 keys) */
     {"bf16 [4,64,1024] [B,1,C] rows in runs", BF16, 4, 64, 1024, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0, 1024},
     {"f16 [3,50,1000] [B,1,C] rows in runs, odd gap", F16, 3, 50, 1000, 0, 1, 2, 1, 1, 1, 0, 1, 0, 0, 3},
     {"bf16 [2,24,4096] per-row [B,S,C] rows in runs", BF16, 2, 24, 4096, 8, 2, 2, 3, 3, 0, 0, 1, 0, 0, 16},

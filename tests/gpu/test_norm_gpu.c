@@ -28,9 +28,10 @@
  *
  * Cases: a named table (hidden sizes 1, 3, 128, 1000, 1024, 4096, 5120, 8192, 12288,
  * 16384 and longer rows that take the chunked path; rows 0 and 1; row gaps that keep or
- * break 16-byte rows; a misaligned base pointer (the scalar fallback); scale and bias
- * absent / f32 / I/O dtype; zero-centred scale; inference; saved statistics given or not;
- * norm_dims 2), then seeded random cases, then the selector's refusals.
+ * break 16-byte rows; rows at two and three levels of strides and outer dims transposed in
+ * memory; a misaligned base pointer (the scalar fallback); scale and bias absent / f32 /
+ * I/O dtype; zero-centred scale; inference; saved statistics given or not; norm_dims 2),
+ * then seeded random cases, then the selector's refusals.
  * FROST_TEST_SEED / FROST_TEST_CASE rerun one case.
  */
 #include <math.h>
@@ -54,9 +55,12 @@ typedef struct ncase {
     int kind;
     frost_dtype dtype;
     int64_t rows, cols; /* x is [rows, cols], or [rows/n, n, cols/4, 4] with split */
-    /* split: two outer dims and norm_dims 2 (cols % 4 == 0).  1: n = 2, packed outer dims
-     * (one run of rows); 2: n = 3 and 8 more elements between the groups of 3 rows (rows
-     * in runs of 3, 16-byte rows kept); 3: n = 3 and 1 more (no 16-byte rows) */
+    /* split: several outer dims and norm_dims 2 (cols % 4 == 0).  1: n = 2, packed outer
+     * dims (one row level); 2: n = 3 and 8 more elements between the groups of 3 rows (rows
+     * in runs of 3, 16-byte rows kept); 3: n = 3 and 1 more (no 16-byte rows); 4: x
+     * [rows/6, 2, 3, cols/4, 4], 8 more elements after each group of 3 rows and 16 more
+     * after each group of 6 (three row levels); 5: n = 3, the two outer dims transposed in
+     * memory (the 3 rows of a group rows/3 rows apart) */
     int split;
     int row_gap;        /* padding elements after each row of x, y, dy, dx */
     int scale, bias;    /* 0 absent, 1 f32, 2 the I/O dtype */
@@ -114,8 +118,8 @@ static const ncase table[] = {
     {"ln f32 8192 zero-centred (split)", LN, F32, 70, 8192, 0, 0, 1, 1, 1, 0, 1, 1, 0, 0.5},
     {"rms bf16 16384 no scale, rows 1 (split)", RMS, BF16, 1, 16384, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0},
     {"ln f16 16384 inference, gap 8 (split)", LN, F16, 90, 16384, 0, 8, 2, 2, 0, 1, 0, 0, 0, 0},
-    /* rows in runs of 3 (ROW_RUNS keys): the register, staged, clustered, split and chunked
-     * paths, 16-byte rows or not, statistics packed (one run) beside them */
+    /* rows in runs of 3 (ROW_LEVELS=2 keys): the register, staged, clustered, split and
+     * chunked paths, 16-byte rows or not, statistics packed (one row level) beside them */
     {"rms bf16 128 runs of 3", RMS, BF16, 1200, 128, 2, 0, 2, 0, 0, 0, 1, 1, 0, 0},
     {"ln bf16 4096 runs of 3, gap 8", LN, BF16, 300, 4096, 2, 8, 2, 2, 0, 0, 1, 1, 0, 1.0},
     {"ln f16 1000 runs of 3, odd gaps", LN, F16, 129, 1000, 3, 3, 1, 1, 0, 0, 1, 0, 0, 2.0},
@@ -123,6 +127,14 @@ static const ncase table[] = {
     {"ln bf16 16384 runs of 3 (split rows)", LN, BF16, 33, 16384, 2, 0, 2, 2, 0, 0, 1, 1, 0, 0.5},
     {"rms bf16 40000 runs of 3 (chunked)", RMS, BF16, 9, 40000, 2, 0, 2, 0, 1, 0, 1, 0, 0, 0},
     {"ln bf16 1024 runs of 3 inference misaligned", LN, BF16, 600, 1024, 2, 0, 2, 2, 0, 1, 0, 0, 1, 0},
+    /* three row levels (ROW_LEVELS=3), and outer dims transposed in memory */
+    {"rms bf16 128 three levels", RMS, BF16, 1200, 128, 4, 0, 2, 0, 0, 0, 1, 1, 0, 0},
+    {"ln bf16 4096 three levels, gap 8", LN, BF16, 300, 4096, 4, 8, 2, 2, 0, 0, 1, 1, 0, 1.0},
+    {"ln f16 1000 three levels, gap 3 (scalar rows)", LN, F16, 132, 1000, 4, 3, 1, 1, 0, 0, 1, 0, 0, 2.0},
+    {"ln bf16 16384 three levels (split rows)", LN, BF16, 36, 16384, 4, 0, 2, 2, 0, 0, 1, 1, 0, 0.5},
+    {"rms f32 20000 three levels (chunked)", RMS, F32, 12, 20000, 4, 0, 1, 1, 0, 0, 1, 0, 0, 0},
+    {"rms bf16 1024 outer dims transposed", RMS, BF16, 900, 1024, 5, 0, 2, 0, 0, 0, 1, 1, 0, 0},
+    {"ln f32 8192 outer dims transposed, gap 4", LN, F32, 60, 8192, 5, 4, 1, 1, 0, 0, 1, 0, 0, 1.0},
 };
 #undef F32
 #undef F16
@@ -137,8 +149,8 @@ static const ncase table[] = {
 typedef struct run {
     const ncase *c;
     int rank, norm_dims;
-    int64_t dims[4], strides[4];          /* x-like tensors */
-    int64_t sdims[4], sstrides[4];        /* statistics */
+    int64_t dims[5], strides[5];          /* x-like tensors */
+    int64_t sdims[5], sstrides[5];        /* statistics */
     int64_t pdims[2], pstrides[2];        /* parameters and their gradients */
     tu_buf cpu[T_COUNT], gpu[T_COUNT];    /* cpu: inputs + ref outputs; gpu: outputs */
     frost_tensor id[T_COUNT];
@@ -148,12 +160,20 @@ static void layout(run *r)
 {
     const ncase *c = r->c;
     const int64_t row = c->cols + c->row_gap;
-    if (c->split) {
+    if (c->split == 4) {
+        r->rank = 5, r->norm_dims = 2;
+        r->dims[0] = c->rows / 6, r->dims[1] = 2, r->dims[2] = 3, r->dims[3] = c->cols / 4, r->dims[4] = 4;
+        r->strides[4] = 1, r->strides[3] = 4, r->strides[2] = row;
+        r->strides[1] = 3 * row + 8, r->strides[0] = 2 * r->strides[1] + 16;
+        r->pdims[0] = c->cols / 4, r->pdims[1] = 4;
+    } else if (c->split) {
         const int64_t n = c->split == 1 ? 2 : 3;
         r->rank = 4, r->norm_dims = 2;
         r->dims[0] = c->rows / n, r->dims[1] = n, r->dims[2] = c->cols / 4, r->dims[3] = 4;
         r->strides[3] = 1, r->strides[2] = 4, r->strides[1] = row;
         r->strides[0] = n * row + (c->split == 2 ? 8 : c->split == 3 ? 1 : 0);
+        if (c->split == 5)
+            r->strides[0] = row, r->strides[1] = r->dims[0] * row;
         r->pdims[0] = c->cols / 4, r->pdims[1] = 4;
     } else {
         r->rank = 2, r->norm_dims = 1;
@@ -375,8 +395,12 @@ static void run_case(const ncase *c, uint64_t seed, int index, frost_context *cp
             tu_failf("explain takes %zu bytes, more than the test's %zu", len, sizeof explain);
         if (!strstr(explain, "norm_fwd.cu:norm_fwd_kernel"))
             tu_failf("explain does not name the cuda kernel:\n%s", explain);
-        if (!!strstr(explain, "rows in runs of 3") != (c->split >= 2 && c->rows > 3))
-            tu_failf("explain %s rows in runs of 3:\n%s", c->split >= 2 ? "does not say" : "says", explain);
+        const char *levels = c->split == 4 && c->rows > 6   ? "rows at 3 levels of strides (X's rows as ["
+                             : c->split >= 2 && c->rows > 3 ? "rows in runs of 3 ("
+                                                            : NULL;
+        if (levels ? !strstr(explain, levels) : !!strstr(explain, "rows in runs") || !!strstr(explain, "levels of"))
+            tu_failf("explain %s \"%s\":\n%s", levels ? "does not say" : "says", levels ? levels : "rows in runs",
+                     explain);
     }
     frost_graph_destroy(gc);
     frost_graph_destroy(gg);
@@ -430,8 +454,8 @@ static ncase random_case(uint64_t seed, int index)
     c.saved = !c.inference && tu_int(&rng, 0, 1);
     c.misalign = tu_int(&rng, 0, 7) == 0;
     c.offset = tu_uniform(&rng, -1.0, 3.0);
-    c.split = c.cols % 4 == 0 && tu_int(&rng, 0, 3) == 0 ? (int)tu_int(&rng, 1, 3) : 0;
-    c.rows -= c.rows % (c.split == 1 ? 2 : c.split ? 3 : 1);
+    c.split = c.cols % 4 == 0 && tu_int(&rng, 0, 3) == 0 ? (int)tu_int(&rng, 1, 5) : 0;
+    c.rows -= c.rows % (c.split == 1 ? 2 : c.split == 4 ? 6 : c.split ? 3 : 1);
     return c;
 }
 
@@ -466,14 +490,9 @@ static void expect_refusal(frost_context *gpu, int rank, const int64_t *dims, co
 static void check_refusals(frost_context *gpu)
 {
     tu_set_context("test_norm_gpu", 0, -1, "refusals");
-    const int64_t dims[4] = {2, 4, 6, 64};
+    const int64_t dims[3] = {4, 6, 64};
     const int64_t inner_strided[3] = {6 * 64 * 3, 64 * 3, 3};
-    /* three runs: gaps after every row and every group of rows */
-    const int64_t outer_gapped[4] = {4 * (6 * 72 + 32) + 16, 6 * 72 + 32, 72, 1};
-    expect_refusal(gpu, 3, dims + 1, inner_strided, "normalized dims contiguous (stride 1); X's inner stride is 3");
-    expect_refusal(gpu, 4, dims, outer_gapped,
-                   "X's outer (row) dims to collapse to one stride, or to one stride each side of a split into two "
-                   "groups of dims; its outer dims [2, 4, 6] with strides [1872, 464, 72] do not");
+    expect_refusal(gpu, 3, dims, inner_strided, "normalized dims contiguous (stride 1); X's inner stride is 3");
 }
 
 static void run_index(int i, uint64_t seed, frost_context *cpu, frost_context *gpu)

@@ -26,6 +26,7 @@
 FROST__STATIC_ASSERT(sizeof(norm_fwd_params) == NORM_FWD_PARAMS_BYTES, "norm_fwd_params layout");
 FROST__STATIC_ASSERT(sizeof(norm_bwd_params) == NORM_BWD_PARAMS_BYTES, "norm_bwd_params layout");
 FROST__STATIC_ASSERT(sizeof(norm_reduce_params) == NORM_REDUCE_PARAMS_BYTES, "norm_reduce_params layout");
+FROST__STATIC_ASSERT(NORM_ROW_LEVELS == FROST_MAX_RANK - 1, "a row level per outer dim");
 
 #define REDUCE_COLS 32      /* columns per block of the reduce kernel (norm_bwd_reduce.cu) */
 
@@ -227,11 +228,11 @@ static frost_status fwd_execute(const frost_context *ctx, const frost__node *n, 
     params.mean = ptrs[FROST__NORM_MEAN];
     params.inv_std = ptrs[FROST__NORM_INV_STD];
     params.rows = p->rows;
-    params.run = plan->runs.run;
-    params.x_rows = plan->runs.slot[FROST__NORM_X];
-    params.y_rows = plan->runs.slot[FROST__NORM_Y];
-    params.mean_rows = plan->runs.slot[FROST__NORM_MEAN];
-    params.inv_std_rows = plan->runs.slot[FROST__NORM_INV_STD];
+    memcpy(params.row_dims, plan->row_map.dims, sizeof params.row_dims);
+    params.x_rows = plan->row_map.slot[FROST__NORM_X];
+    params.y_rows = plan->row_map.slot[FROST__NORM_Y];
+    params.mean_rows = plan->row_map.slot[FROST__NORM_MEAN];
+    params.inv_std_rows = plan->row_map.slot[FROST__NORM_INV_STD];
     params.scale_map = plan->ada.scale;
     params.bias_map = plan->ada.bias;
     params.cols = (int32_t)p->cols;
@@ -274,12 +275,12 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
         params.partial_scale = plan->want_dscale ? partial[0] : NULL;
         params.partial_bias = plan->want_dbias ? partial[plan->want_dscale] : NULL;
         params.rows = p->rows;
-        params.run = plan->runs.run;
-        params.x_rows = plan->runs.slot[FROST__NORM_X];
-        params.dy_rows = plan->runs.slot[FROST__NORM_D_Y];
-        params.dx_rows = plan->runs.slot[FROST__NORM_D_X];
-        params.mean_rows = plan->runs.slot[FROST__NORM_MEAN];
-        params.inv_std_rows = plan->runs.slot[FROST__NORM_INV_STD];
+        memcpy(params.row_dims, plan->row_map.dims, sizeof params.row_dims);
+        params.x_rows = plan->row_map.slot[FROST__NORM_X];
+        params.dy_rows = plan->row_map.slot[FROST__NORM_D_Y];
+        params.dx_rows = plan->row_map.slot[FROST__NORM_D_X];
+        params.mean_rows = plan->row_map.slot[FROST__NORM_MEAN];
+        params.inv_std_rows = plan->row_map.slot[FROST__NORM_INV_STD];
         params.rows_per_block = plan->rows_per_block;
         params.rows_extra = plan->rows_extra;
         params.rows_per_segment = plan->ada.segment_rows;
@@ -333,6 +334,22 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
     return FROST_OK;
 }
 
+/* "rows in runs of 5 (...)" for two row levels, the levels outermost first for more. */
+static void explain_row_map(const frost__norm_row_map *m, frost__buf *out)
+{
+    const norm_rows *x = &m->slot[FROST__NORM_X];
+    if (m->levels == 2) {
+        frost__buf_printf(out, "; rows in runs of %lld (X: %lld elements apart in a run, %lld from run to run)",
+                          (long long)m->dims[0], (long long)x->stride[0], (long long)x->stride[1]);
+        return;
+    }
+    frost__buf_printf(out, "; rows at %d levels of strides (X's rows as [", m->levels);
+    for (int i = m->levels - 1; i >= 0; i--)
+        frost__buf_printf(out, "%lld%s", (long long)m->dims[i], i ? ", " : "] at strides [");
+    for (int i = m->levels - 1; i >= 0; i--)
+        frost__buf_printf(out, "%lld%s", (long long)x->stride[i], i ? ", " : "] elements)");
+}
+
 static void norm_describe_plan(const void *plan_ptr, frost__buf *out)
 {
     const frost__norm_plan *plan = plan_ptr;
@@ -353,10 +370,8 @@ static void norm_describe_plan(const void *plan_ptr, frost__buf *out)
         frost__buf_printf(out, "; %d-stage cp.async row ring, %zu bytes of shared memory", plan->stages,
                           plan->ring_bytes);
     frost__buf_printf(out, ")");
-    if (plan->runs.run > 0)
-        frost__buf_printf(out, "; rows in runs of %lld (X: %lld elements apart in a run, %lld from run to run)",
-                          (long long)plan->runs.run, (long long)plan->runs.slot[FROST__NORM_X].stride,
-                          (long long)plan->runs.slot[FROST__NORM_X].between);
+    if (plan->row_map.levels > 1)
+        explain_row_map(&plan->row_map, out);
     if (plan->ada.scale.count > 1 || plan->ada.bias.count > 1)
         frost__buf_printf(out, "; per-sample parameter rows: scale %lld, bias %lld", (long long)plan->ada.scale.count,
                           (long long)plan->ada.bias.count);

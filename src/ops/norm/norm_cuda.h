@@ -29,14 +29,19 @@ typedef struct frost__adanorm_cuda {
 } frost__adanorm_cuda;
 
 /* Where the rows of each data and statistics slot start (norm_rows, norm_kernel.cuh): X's
- * outer dims split into two groups that collapse to one stride each in every such slot
- * (stride inside the group after the split, between over the group before it), making runs
- * of `run` rows (the product of the dims after the split); run 0 when all the outer dims
- * collapse together (one run, the key has no ROW_RUNS).  Zeros for absent slots. */
-typedef struct frost__norm_runs {
-    int64_t run;
+ * outer dims folded into `levels` levels, innermost first, a dim joining the level below
+ * it when every such slot's strides continue that level's (so the fewest levels that
+ * every slot can share); dims[i] steps of level i, and per slot the stride of each level.
+ * One level: rows evenly spaced in every slot (the key has no ROW_LEVELS).  Zeros for
+ * absent slots. */
+typedef struct frost__norm_row_map {
+    int levels;
+    int64_t dims[NORM_ROW_LEVELS];
     norm_rows slot[FROST__NORM_NUM_SLOTS];
-} frost__norm_runs;
+} frost__norm_row_map;
+
+/* Where row r of slot starts by the map (the kernels' norm_row_at, on the host). */
+int64_t frost__norm_row_map_offset(const frost__norm_row_map *m, int slot, int64_t r);
 
 /* Fills a for problem p (any kind; LayerNorm and RMSNorm get identity maps and
  * one segment) or refuses with NOT_SUPPORTED and the constraint in why: carried
@@ -70,7 +75,7 @@ typedef struct frost__norm_plan {
     size_t ring_bytes;         /* dynamic shared memory of the ring */
     int want_dscale, want_dbias;
     frost__adanorm_cuda ada; /* parameter maps and backward segments */
-    frost__norm_runs runs;   /* where rows start (ROW_RUNS when runs.run > 0) */
+    frost__norm_row_map row_map; /* where rows start (ROW_LEVELS when row_map.levels > 1) */
     frost__kernel_key key, reduce_key;
     int reduce_threads; /* 32 positions x the reduce's slices of partial rows */
     int reduce_early;   /* the reduce is a programmatic dependent launch (runtime.h) */

@@ -12,12 +12,12 @@
  * path, one element on the scalar path.
  *
  * The kernels (norm_fwd.cu, norm_bwd.cu, norm_bwd_reduce.cu; norm_kernel.cuh has the shared
- * parameter blocks and row helpers) need rows evenly spaced, or in evenly spaced runs of
- * evenly spaced rows (the outer dims collapse to one stride, or to one each side of a split:
- * find_runs), and the normalized dims contiguous; anything else is refused with the
- * constraint named, and the ref engine takes it.  The vector path needs cols and every row
- * stride to be multiples of the unit; base-pointer alignment is only known at execute, so
- * vector kernels carry a scalar fallback chosen per launch.
+ * parameter blocks and row helpers) take rows at any strides (the outer dims folded into
+ * the fewest levels of strides: find_row_map) and need the normalized dims contiguous;
+ * anything else is refused with the constraint named, and the ref engine takes it.  The
+ * vector path needs cols and every row stride to be multiples of the unit; base-pointer
+ * alignment is only known at execute, so vector kernels carry a scalar fallback chosen per
+ * launch.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -206,63 +206,51 @@ static const char *const slot_label[FROST__NORM_NUM_SLOTS] = {
 static const int row_slots[] = {FROST__NORM_X, FROST__NORM_Y, FROST__NORM_D_Y, FROST__NORM_D_X, FROST__NORM_MEAN,
                                 FROST__NORM_INV_STD};
 
-/* Whether slot's outer dims split at k into two groups that each collapse to one stride;
- * the strides in *r (stride: the group after k, between: the group before). */
-static int split_slot(const frost__norm_problem *p, int slot, int k, norm_rows *r)
+/* Where rows start (frost__norm_row_map): X's outer dims innermost first, size-1 dims
+ * skipped; a dim joins the current level when, in every present row slot, its stride is
+ * where that level ends (the level's stride times its steps), and otherwise opens the next
+ * level.  Any strides fold so (at worst a level per dim), so this never refuses.  (Strides
+ * are never negative: the graph refuses them.) */
+static void find_row_map(const frost__norm_problem *p, frost__norm_row_map *m)
 {
-    const frost__norm_layout *l = &p->slot[slot];
-    return frost__norm_collapse(p->outer_rank - k, p->outer_dims + k, l->outer_stride + k, &r->stride) &&
-           frost__norm_collapse(k, p->outer_dims, l->outer_stride, &r->between);
+    memset(m, 0, sizeof *m);
+    m->levels = 1;
+    int cur = -1;
+    for (int d = p->outer_rank - 1; d >= 0 && p->rows > 1; d--) {
+        const int64_t n = p->outer_dims[d];
+        if (n == 1)
+            continue;
+        int join = cur >= 0;
+        for (size_t i = 0; join && i < FROST__ARRAY_SIZE(row_slots); i++) {
+            const int slot = row_slots[i];
+            join = !p->slot[slot].present ||
+                   p->slot[slot].outer_stride[d] == m->slot[slot].stride[cur] * m->dims[cur];
+        }
+        if (join) {
+            m->dims[cur] *= n;
+            continue;
+        }
+        m->dims[++cur] = n;
+        for (size_t i = 0; i < FROST__ARRAY_SIZE(row_slots); i++)
+            if (p->slot[row_slots[i]].present)
+                m->slot[row_slots[i]].stride[cur] = p->slot[row_slots[i]].outer_stride[d];
+    }
+    m->levels = cur > 0 ? cur + 1 : 1;
 }
 
-/* Where rows start (frost__norm_runs): the first split of X's outer dims at which every row
- * slot's groups collapse, 0 meaning one run; else NOT_SUPPORTED with the slot named.
- * (Strides are never negative: the graph refuses them.) */
-static frost_status find_runs(const frost__norm_problem *p, frost__norm_runs *runs, frost__buf *why)
+int64_t frost__norm_row_map_offset(const frost__norm_row_map *m, int slot, int64_t r)
 {
-    memset(runs, 0, sizeof *runs);
-    if (p->rows <= 1)
-        return FROST_OK; /* no row but the first (at offset 0) */
-    for (int k = 0; k < (p->outer_rank > 1 ? p->outer_rank : 1); k++) {
-        int ok = 1;
-        memset(runs, 0, sizeof *runs);
-        for (size_t i = 0; ok && i < FROST__ARRAY_SIZE(row_slots); i++)
-            ok = !p->slot[row_slots[i]].present || split_slot(p, row_slots[i], k, &runs->slot[row_slots[i]]);
-        if (!ok)
-            continue;
-        runs->run = k > 0 ? 1 : 0;
-        for (int i = k; k > 0 && i < p->outer_rank; i++)
-            runs->run *= p->outer_dims[i];
-        return FROST_OK;
+    int64_t at = 0;
+    for (int i = 0; i < m->levels - 1; i++) {
+        at += r % m->dims[i] * m->slot[slot].stride[i];
+        r /= m->dims[i];
     }
-    /* no common split: name a slot that has none of its own, else say they disagree */
-    for (size_t i = 0; i < FROST__ARRAY_SIZE(row_slots); i++) {
-        const int slot = row_slots[i];
-        norm_rows r;
-        int any = 0;
-        for (int k = 0; !any && k < p->outer_rank; k++)
-            any = split_slot(p, slot, k, &r);
-        if (!p->slot[slot].present || any)
-            continue;
-        frost__buf_printf(why,
-                          "cuda norm needs %s's outer (row) dims to collapse to one stride, or to one stride "
-                          "each side of a split into two groups of dims; its outer dims ",
-                          slot_label[slot]);
-        print_list(why, p->outer_rank, p->outer_dims);
-        frost__buf_printf(why, " with strides ");
-        print_list(why, p->outer_rank, p->slot[slot].outer_stride);
-        frost__buf_printf(why, " do not (make the rows evenly spaced, e.g. packed)");
-        return FROST_NOT_SUPPORTED;
-    }
-    frost__buf_printf(why, "cuda norm needs the outer (row) dims of X, Y, dY, dX and the statistics split into two "
-                           "evenly spaced groups of dims at the same place; each of them splits, but not all at one "
-                           "dim (give all but one of them packed strides)");
-    return FROST_NOT_SUPPORTED;
+    return at + r * m->slot[slot].stride[m->levels - 1];
 }
 
 /* Layout checks shared by both directions, and where rows start; NOT_SUPPORTED with the
  * sentence in why. */
-static frost_status check_layouts(const frost__norm_problem *p, frost__norm_runs *runs, frost__buf *why)
+static frost_status check_layouts(const frost__norm_problem *p, frost__norm_row_map *map, frost__buf *why)
 {
     static const int data_slots[] = {FROST__NORM_X, FROST__NORM_Y, FROST__NORM_D_Y, FROST__NORM_D_X};
     static const int param_slots[] = {FROST__NORM_SCALE, FROST__NORM_BIAS, FROST__NORM_D_SCALE, FROST__NORM_D_BIAS};
@@ -293,20 +281,21 @@ static frost_status check_layouts(const frost__norm_problem *p, frost__norm_runs
             return FROST_NOT_SUPPORTED;
         }
     }
-    return find_runs(p, runs, why);
+    find_row_map(p, map);
+    return FROST_OK;
 }
 
 /* Can every row of every data slot, and every per-sample parameter row the kernels read,
  * start on a 16-byte boundary (given aligned bases)? */
-static int rows_allow_vectors(const frost__norm_problem *p, const frost__norm_runs *runs, int unit_elems)
+static int rows_allow_vectors(const frost__norm_problem *p, const frost__norm_row_map *map, int unit_elems)
 {
     static const int data_slots[] = {FROST__NORM_X, FROST__NORM_Y, FROST__NORM_D_Y, FROST__NORM_D_X};
     if (p->cols % unit_elems != 0)
         return 0;
     for (size_t i = 0; i < FROST__ARRAY_SIZE(data_slots); i++) {
-        const norm_rows *r = &runs->slot[data_slots[i]];
-        if (r->stride % unit_elems != 0 || r->between % unit_elems != 0)
-            return 0;
+        for (int k = 0; k < map->levels; k++)
+            if (map->slot[data_slots[i]].stride[k] % unit_elems != 0)
+                return 0;
     }
     for (int slot = FROST__NORM_SCALE; slot <= FROST__NORM_BIAS && p->per_sample_params; slot++) {
         const frost__norm_layout *l = &p->slot[slot];
@@ -366,21 +355,21 @@ frost_status frost__norm_cuda_config_unsplit(const frost__norm_problem *p, frost
 static frost_status config_plan(const frost__norm_problem *p, int rows_mode, frost__norm_plan *plan,
                                 frost__buf *why)
 {
-    frost__norm_runs runs;
-    frost_status s = check_layouts(p, &runs, why);
+    frost__norm_row_map map;
+    frost_status s = check_layouts(p, &map, why);
     if (s != FROST_OK)
         return s;
     const frost_dtype io = p->slot[FROST__NORM_X].dtype;
     const int io_bytes = io == FROST_F32 ? 4 : 2;
     const int unit_elems = 16 / io_bytes;
-    const int vector = rows_allow_vectors(p, &runs, unit_elems);
+    const int vector = rows_allow_vectors(p, &map, unit_elems);
     const int path = !vector ? PATH_SCALAR : io_bytes == 4 ? PATH_VEC32 : PATH_VEC16;
     const tile_rule *rule = &tile_rules[p->backward][path];
     const int64_t units = frost__norm_ceil_div(p->cols, vector ? unit_elems : 1);
 
     memset(plan, 0, sizeof *plan);
     plan->backward = p->backward;
-    plan->runs = runs;
+    plan->row_map = map;
     plan->vec = vector ? unit_elems : 1;
     plan->group = next_pow2(frost__norm_ceil_div(units, frost__norm_tune("nv", rule->nv_pref)));
     if (plan->group > frost__norm_tune("group", rule->max_group))
@@ -529,8 +518,8 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
         frost__key_define(k, "BWD_STATS_AHEAD", "%d", sahead);
     if (p->per_sample_params)
         frost__key_define(k, "PER_SAMPLE", NULL);
-    if (plan->runs.run > 0)
-        frost__key_define(k, "ROW_RUNS", NULL);
+    if (plan->row_map.levels > 1)
+        frost__key_define(k, "ROW_LEVELS", "%d", plan->row_map.levels);
     if (frost__norm_tune("l2", 0))
         frost__key_define(k, "L2_256", NULL);
     if (plan->minb > 0)

@@ -6,8 +6,9 @@
  * Typical means: f32, f16 or bf16 I/O; hidden sizes 128 .. 32768 that models use; packed
  * rows; scale in f32 or the I/O dtype, with or without bias (AdaLayerNorm always with its
  * shift, parameters [B, 1, C]).  And, in bf16 with the scale in bf16, x and dY sliced
- * (rows in runs, ROW_RUNS keys: [16, 1024, cols] of a [16, 1025, cols] buffer).  Each problem goes through the selector itself, so the
- * list can never name a key that a real build would not pick for that problem.
+ * (rows in runs, ROW_LEVELS=2 keys: [16, 1024, cols] of a [16, 1025, cols] buffer).  Each
+ * problem goes through the selector itself, so the list can never name a key that a real
+ * build would not pick for that problem.
  */
 #include <string.h>
 

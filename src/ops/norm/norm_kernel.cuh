@@ -48,7 +48,7 @@
  * VEC, NV, GROUP, BLOCK, SCALE_DT and BIAS_DT (FROST_DT_* codes, 0 = absent); STAGES > 1
  * (vector keys) streams rows through a shared-memory ring (see below); PER_SAMPLE; L2_256
  * (row loads ask L2 for the whole 256-byte block around each 16-byte load); ROW_SPLIT;
- * ROW_RUNS (rows in runs, norm_rows).
+ * ROW_LEVELS (rows at more than one level of strides, norm_rows).
  */
 #ifndef FROST_NORM_KERNEL_CUH
 #define FROST_NORM_KERNEL_CUH
@@ -59,14 +59,18 @@
 #include <stdint.h>
 #endif
 
-/* Where row r of a data or statistics tensor starts, in elements from its base.  Rows come in
- * runs of `run` rows (norm_*_params.run): row r starts at (r / run) * between + (r % run) *
- * stride, so a tensor whose outer dims collapse to one stride per group of dims before and
- * after a split (a slice [B, S', C] of a [B, S, C] buffer) takes the kernels as they are.
- * Keys without ROW_RUNS have one run (r * stride; run and between unused). */
+/* Where row r of a data or statistics tensor starts, in elements from its base.  The host
+ * folds X's outer (row) dims into row levels, innermost first, joining neighbouring dims
+ * wherever every row tensor's strides let them act as one (frost__norm_row_map): level i
+ * steps row_dims[i] times by stride[i] elements (the outermost level as often as the rows
+ * need), so row r starts at
+ *     sum_i ((r / (row_dims[0] * ... * row_dims[i - 1])) % row_dims[i]) * stride[i].
+ * Keys without ROW_LEVELS have one level (rows evenly spaced: r * stride[0]); ROW_LEVELS = 2
+ * is a slice [B, S', C] of a [B, S, C] buffer (runs of S' rows), 3 or more are slices in
+ * more dims ([B, S', H', D] of [B, S, H, D]).  Every outer dim can be its own level. */
+#define NORM_ROW_LEVELS 7 /* FROST_MAX_RANK - 1 */
 typedef struct norm_rows {
-    int64_t stride;
-    int64_t between;
+    int64_t stride[NORM_ROW_LEVELS];
 } norm_rows;
 
 /* Row r of X reads parameter row (r / div) % count, at that index times stride elements. */
@@ -85,7 +89,7 @@ typedef struct norm_fwd_params {
     float *mean;       /* LayerNorm training: one per row, or NULL */
     float *inv_std;    /* training: one per row, or NULL */
     int64_t rows;
-    int64_t run; /* rows of a run (ROW_RUNS keys; norm_rows) */
+    int64_t row_dims[NORM_ROW_LEVELS - 1]; /* ROW_LEVELS keys: steps of each inner level (norm_rows) */
     norm_rows x_rows;
     norm_rows y_rows;
     norm_rows mean_rows;
@@ -97,7 +101,7 @@ typedef struct norm_fwd_params {
     float epsilon;
     float inv_cols;  /* 1 / cols */
 } norm_fwd_params;
-#define NORM_FWD_PARAMS_BYTES 192
+#define NORM_FWD_PARAMS_BYTES 392
 
 /* dx for the rows of block b, plus that block's column sums of dy * x_hat and dy into its
  * rows of the partial buffers (one per row group).  Rows come in segments of
@@ -116,7 +120,7 @@ typedef struct norm_bwd_params {
     float *partial_scale;  /* [gridDim.x][partial_stride], or NULL (no d_scale) */
     float *partial_bias;   /* [gridDim.x][partial_stride], or NULL (no d_bias) */
     int64_t rows;
-    int64_t run; /* rows of a run (ROW_RUNS keys; norm_rows) */
+    int64_t row_dims[NORM_ROW_LEVELS - 1]; /* ROW_LEVELS keys: steps of each inner level (norm_rows) */
     norm_rows x_rows;
     norm_rows dy_rows;
     norm_rows dx_rows;
@@ -133,7 +137,7 @@ typedef struct norm_bwd_params {
     float epsilon;
     float inv_cols;
 } norm_bwd_params;
-#define NORM_BWD_PARAMS_BYTES 240
+#define NORM_BWD_PARAMS_BYTES 480
 
 /* out[q * out_stride + c] = sum over b in [q * partials_per_out, (q + 1) * partials_per_out)
  * (clipped to num_partials) of partial[b][pos(c)], in that order, for the out_rows parameter
@@ -267,24 +271,28 @@ FROST_DEVICE void norm_load_param(float out[VEC], const void *base, int col, con
     }
 }
 
-/* The offset of row `row` of a tensor with rows m in runs of `run` rows (norm_rows). */
-FROST_DEVICE int64_t norm_row_at(const norm_rows m, int64_t run, int64_t row)
+/* The offset of row `row` of a tensor whose row levels have strides m and steps dims
+ * (norm_rows); 32-bit divisions while both sides fit, as in norm_param_row. */
+FROST_DEVICE int64_t norm_row_at(const norm_rows *m, const int64_t *dims, int64_t row)
 {
-#if defined(ROW_RUNS)
-    /* 32-bit division when both fit, as in norm_param_row */
-    if (((row | run) >> 31) == 0) {
-        const uint32_t q = (uint32_t)row / (uint32_t)run;
-        return (int64_t)q * m.between + (int64_t)((uint32_t)row - q * (uint32_t)run) * m.stride;
+#if defined(ROW_LEVELS) && ROW_LEVELS > 1
+    int64_t at = 0;
+#pragma unroll
+    for (int i = 0; i < ROW_LEVELS - 1; i++) {
+        const int64_t d = dims[i];
+        const int64_t q = ((row | d) >> 31) == 0 ? (int64_t)((uint32_t)row / (uint32_t)d) : row / d;
+        at += (row - q * d) * m->stride[i];
+        row = q;
     }
-    return row / run * m.between + row % run * m.stride;
+    return at + row * m->stride[ROW_LEVELS - 1];
 #else
-    (void)run;
-    return row * m.stride;
+    (void)dims;
+    return row * m->stride[0];
 #endif
 }
 
 /* The offset of row `row` of tensor t (x, y, dy, dx, mean, inv_std) of parameter block p. */
-#define NORM_ROW(p, t, row) norm_row_at((p)->t##_rows, (p)->run, (row))
+#define NORM_ROW(p, t, row) norm_row_at(&(p)->t##_rows, (p)->row_dims, (row))
 
 /* Element `col` of a parameter of dtype dt (f32, or a 16-bit dtype). */
 FROST_DEVICE const void *norm_param_at(const void *base, int64_t col, const int dt)
