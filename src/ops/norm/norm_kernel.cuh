@@ -276,13 +276,25 @@ FROST_DEVICE void norm_load_param(float out[VEC], const void *base, int col, con
 FROST_DEVICE int64_t norm_row_at(const norm_rows *m, const int64_t *dims, int64_t row)
 {
 #if defined(ROW_LEVELS) && ROW_LEVELS > 1
+    int64_t wide = row;
+#pragma unroll
+    for (int i = 0; i < ROW_LEVELS - 1; i++)
+        wide |= dims[i];
     int64_t at = 0;
+    if ((wide >> 31) == 0) {
+        uint32_t r = (uint32_t)row;
+#pragma unroll
+        for (int i = 0; i < ROW_LEVELS - 1; i++) {
+            const uint32_t d = (uint32_t)dims[i], q = r / d;
+            at += (int64_t)(r - q * d) * m->stride[i];
+            r = q;
+        }
+        return at + (int64_t)r * m->stride[ROW_LEVELS - 1];
+    }
 #pragma unroll
     for (int i = 0; i < ROW_LEVELS - 1; i++) {
-        const int64_t d = dims[i];
-        const int64_t q = ((row | d) >> 31) == 0 ? (int64_t)((uint32_t)row / (uint32_t)d) : row / d;
-        at += (row - q * d) * m->stride[i];
-        row = q;
+        at += row % dims[i] * m->stride[i];
+        row /= dims[i];
     }
     return at + row * m->stride[ROW_LEVELS - 1];
 #else
