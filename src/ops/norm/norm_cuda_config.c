@@ -164,6 +164,14 @@ static int fwd_min_blocks(const frost__norm_problem *p, const frost__norm_plan *
         minb = (held && plan->group <= 32) || (!held && params_unit_words(p, plan->vec) > 12) ? 5 : 6;
     if (ln_one_pass)
         minb = plan->nv <= 2 ? (held ? 4 : 6) : 3;
+    /* three or more row levels take a division and a few registers more per level: bounds
+     * for one block fewer, which keeps those keys from spilling (ptxas, sm_90a, 2026-12-07:
+     * at the bounds above 10 of the 66 bf16 forward keys with 3 levels spilled 8-48 B; with
+     * one block fewer the 3- to 6-block ones spill nothing at 3 levels and two of them 8 B
+     * at 7; the 2-block key that spills 8 B keeps its bounds, a second block of 512 threads
+     * being the dearer loss) */
+    if (plan->row_map.levels > 2 && minb >= 3)
+        minb--;
     return frost__norm_tune("minb", minb);
 }
 
