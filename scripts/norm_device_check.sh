@@ -97,7 +97,7 @@ if [[ $what == quick ]]; then
         [[ $t == test_chan_norm_gpu ]] && small=1 # its whole table takes minutes
         say "$t${small:+ (FROST_TEST_SMALL=1)}"
         FROST_TEST_SMALL=${small:-0} run_to 300 /tmp/norm-quick.log "$B/tests/$t" || rc=1
-        [[ $t == test_norm_fuzz_gpu ]] && grep -A13 'draws per op' /tmp/norm-quick.log | tee -a "$L"
+        [[ $t == test_norm_fuzz_gpu ]] && grep -A14 'draws per op' /tmp/norm-quick.log | tee -a "$L"
         tail -1 /tmp/norm-quick.log | tee -a "$L"
         grep -i 'fail' /tmp/norm-quick.log | head -5 | tee -a "$L"
         cp /tmp/norm-quick.log "$OUT/$t.log"

@@ -122,6 +122,24 @@ static double max_abs_finite(const tu_buf *b)
     return m;
 }
 
+
+/* Graphs the GPU ran whose explain reports row norms with rows in runs (two row levels)
+ * and with three or more levels: printed with the coverage table, so a log shows that the
+ * draws reached the ROW_LEVELS kernels. */
+static int ran_levels[2];
+
+static void count_row_levels(const frost_graph *g)
+{
+    size_t len = 0;
+    if (frost_graph_explain(g, NULL, 0, &len) != FROST_OK)
+        return;
+    char *text = malloc(len + 1);
+    if (text && frost_graph_explain(g, text, len + 1, NULL) == FROST_OK) {
+        ran_levels[0] += strstr(text, "; rows in runs of ") != NULL;
+        ran_levels[1] += strstr(text, "; rows at ") != NULL && strstr(text, " levels of strides") != NULL;
+    }
+    free(text);
+}
 /* Runs the two graphs on the same data and compares every tensor. */
 static void run_both(tu_fuzz *fc, tu_fuzz *fg, const frost__device *dev, tu_rng *rd, int op, int backward,
                      const char *what)
@@ -167,6 +185,7 @@ static void run_both(tu_fuzz *fc, tu_fuzz *fg, const frost__device *dev, tu_rng 
         if (got > 0) {
             ran[op][backward]++;
             tu_fz_check_explain(fg->g, rd, what);
+            count_row_levels(fg->g);
             for (int i = 0; i < nt; i++) {
                 char tensor[128];
                 snprintf(tensor, sizeof tensor, "%s: %s", what, names[i]);
@@ -227,6 +246,8 @@ static void coverage(frost_context *gpu)
                 tu_failf("%s %s: only %d of %d draws ran on the GPU", tu_nf_op_names[op], b ? "backward" : "forward",
                          ran[op][b], iters);
         }
+    printf("  row norms run with rows in runs: %d, with three or more row levels: %d\n", ran_levels[0],
+           ran_levels[1]);
 }
 
 int main(void)
