@@ -98,7 +98,8 @@ typedef struct plan_case {
     const char *refusal;  /* NULL: supported; else a phrase of the refusal */
     const char *key_has;  /* a phrase the key must contain (NULL: none) */
     int per_sample;       /* the key must (1) or must not (0) say PER_SAMPLE */
-    int64_t x_gap;        /* x and dY: elements added to the outermost stride (rows in runs) */
+    int64_t x_gap;        /* x and dY: elements added to every outer stride but the rows' own (rank 3: rows in
+                           * runs; rank 4: three row levels) */
 } plan_case;
 
 static const plan_case cases[] = {
@@ -130,6 +131,15 @@ static const plan_case cases[] = {
      1024},
     {"[B,S,C] slice [B,1,C] bwd: rows in runs", 3, {4, 64, 1024}, FROST_BF16, 1, 1, 1, 0, 0, NULL, "ROW_LEVELS=2", 1,
      1024},
+    /* x [B, S, T, C] with gaps after each T rows and each sample: rows at three levels of strides */
+    {"[B,S,T,C] [B,1,1,C] fwd: three row levels", 4, {2, 3, 10, 1024}, FROST_BF16, 1, 1, 0, 0, 0, NULL,
+     "ROW_LEVELS=3", 1, 8},
+    {"[B,S,T,C] [B,1,1,C] bwd: three row levels", 4, {2, 3, 10, 1024}, FROST_BF16, 1, 1, 1, 0, 0, NULL,
+     "ROW_LEVELS=3", 1, 8},
+    {"[B,S,T,C] [B,S,1,C] bwd: three row levels", 4, {2, 3, 10, 4096}, FROST_F32, 3, 3, 1, 0, 0, NULL,
+     "ROW_LEVELS=3", 1, 4},
+    {"[B,S,T,C] [B,S,T,C] fwd: three row levels", 4, {2, 3, 10, 1000}, FROST_F16, 7, 7, 0, 0, 0, NULL,
+     "ROW_LEVELS=3", 1, 3},
     {"[B,S,C] slice [1,S,C] bwd refused", 3, {4, 64, 1024}, FROST_BF16, 2, 2, 1, 0, 0, "repeats along x's outer dim 0",
      NULL, 1, 1024},
 };
@@ -152,8 +162,7 @@ static void run_case(int index, const plan_case *c)
     int64_t xs[4];
     xs[c->rank - 1] = 1;
     for (int i = c->rank - 2; i >= 0; --i)
-        xs[i] = xs[i + 1] * c->dims[i + 1];
-    xs[0] += c->x_gap;
+        xs[i] = xs[i + 1] * c->dims[i + 1] + (i < c->rank - 2 ? c->x_gap : 0);
     frost_tensor x = add(g, "x", c->dtype, c->rank, c->dims, xs);
     frost_tensor w = add(g, "scale", c->dtype, c->rank, sd, ss), b = add(g, "bias", FROST_F32, c->rank, bd, bs);
     if (!c->backward) {

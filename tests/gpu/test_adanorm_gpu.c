@@ -25,7 +25,8 @@
  * Cases: C in {128, 1000, 4096} (and 1, 3, 16384 for the scalar and chunked paths), f32 /
  * f16 / bf16, [B, 1, C] parameters in f32 or the I/O dtype, shared and per-row patterns,
  * [1, S, C] (forward only), row gaps, a misaligned base (the scalar fallback), B = 0 and
- * S = 0, x a slice of a longer buffer (rows in runs of S); then seeded random cases; then
+ * S = 0, x a slice of a longer buffer (rows in runs of S), x of rank 4 with gaps after each
+ * group of rows and each sample (three row levels); then seeded random cases; then
  * the selector's refusals, each checked for the constraint it names.  FROST_TEST_SEED / FROST_TEST_CASE rerun one case.
  */
 #include <math.h>
@@ -54,44 +55,52 @@ typedef struct acase {
     int backward, saved;
     int misalign; /* device copies shifted by one element: no 16-byte rows */
     int run_gap;  /* padding elements after each sample of x, y, dy, dx (x a slice: rows in runs of S) */
+    int s2;       /* > 0: x, y, dy, dx are [B, S / s2, s2, C] (rank 4), parameters [B|1, S/s2|1, s2|1, C] */
+    int mid_gap;  /* with s2: padding elements after each group of s2 rows (with a run gap: three row levels) */
 } acase;
 
 #define F32 FROST_F32
 #define F16 FROST_F16
 #define BF16 FROST_BF16
 static const acase table[] = {
-    /* name, dtype, B, S, C, gap, scale, bias, s_carry, b_carry, zc, inf, bwd, saved, misalign, run gap */
-    {"bf16 [4,256,128] [B,1,C] io params saved", BF16, 4, 256, 128, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0, 0},
-    {"bf16 [4,96,1000] f32 params", BF16, 4, 96, 1000, 0, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0},
-    {"bf16 [2,64,4096] io params", BF16, 2, 64, 4096, 0, 2, 2, 1, 1, 1, 0, 1, 1, 0, 0},
-    {"f16 [8,33,128] f32 params zero-centred", F16, 8, 33, 128, 0, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0},
-    {"f16 [3,50,1000] gap 8", F16, 3, 50, 1000, 8, 2, 2, 1, 1, 0, 0, 1, 1, 0, 0},
-    {"f16 [2,40,4096]", F16, 2, 40, 4096, 0, 2, 1, 1, 1, 0, 0, 1, 0, 0, 0},
-    {"f32 [5,20,128]", F32, 5, 20, 128, 0, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0},
-    {"f32 [3,17,1000] gap 4", F32, 3, 17, 1000, 4, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0},
-    {"f32 [2,30,4096]", F32, 2, 30, 4096, 0, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0},
-    {"bf16 scale [B,1,C], bias [1,1,C]", BF16, 4, 80, 1000, 0, 2, 2, 1, 0, 0, 0, 1, 1, 0, 0},
-    {"bf16 scale [1,1,C], bias [B,1,C]", BF16, 4, 80, 128, 0, 1, 2, 0, 1, 0, 0, 1, 0, 0, 0},
-    {"bf16 scale only [B,1,C]", BF16, 6, 40, 4096, 0, 2, 0, 1, 0, 1, 0, 1, 0, 0, 0},
-    {"f16 bias only [B,1,C]", F16, 6, 40, 1000, 0, 0, 2, 0, 1, 0, 0, 1, 1, 0, 0},
-    {"bf16 per-row [B,S,C] 4096", BF16, 2, 24, 4096, 0, 2, 2, 3, 3, 0, 0, 1, 1, 0, 0},
-    {"bf16 [1,S,C] forward", BF16, 3, 50, 1000, 0, 2, 2, 2, 2, 0, 1, 0, 0, 0, 0},
-    {"bf16 [B,1,C] misaligned (fallback)", BF16, 3, 40, 4096, 0, 2, 2, 1, 1, 0, 0, 1, 1, 1, 0},
-    {"f32 [B,1,C] misaligned", F32, 3, 30, 1000, 0, 1, 1, 1, 1, 0, 0, 1, 0, 1, 0},
-    {"bf16 [B,1,C] gap 3 (scalar rows)", BF16, 4, 30, 1000, 3, 2, 2, 1, 1, 0, 0, 1, 0, 0, 0},
-    {"bf16 C 1", BF16, 4, 80, 1, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0, 0},
-    {"f32 C 3 (scalar)", F32, 3, 40, 3, 0, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0},
-    {"bf16 C 16384 (chunked bwd)", BF16, 2, 12, 16384, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0, 0},
-    {"bf16 B 1", BF16, 1, 500, 1000, 0, 2, 2, 1, 1, 0, 0, 1, 0, 0, 0},
-    {"bf16 S 1", BF16, 64, 1, 1000, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0, 0},
-    {"bf16 many samples", BF16, 300, 9, 128, 0, 2, 2, 1, 1, 0, 0, 1, 0, 0, 0},
-    {"bf16 B 0", BF16, 0, 16, 1000, 0, 2, 2, 1, 1, 0, 0, 1, 0, 0, 0},
-    {"f32 S 0 (zero gradients per sample)", F32, 3, 0, 128, 0, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0},
-    {"bf16 shared [1,1,C] (LayerNorm)", BF16, 4, 64, 1000, 0, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0},
+    /* name, dtype, B, S, C, gap, scale, bias, s_carry, b_carry, zc, inf, bwd, saved, misalign, run gap, s2, mid gap */
+    {"bf16 [4,256,128] [B,1,C] io params saved", BF16, 4, 256, 128, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0},
+    {"bf16 [4,96,1000] f32 params", BF16, 4, 96, 1000, 0, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0},
+    {"bf16 [2,64,4096] io params", BF16, 2, 64, 4096, 0, 2, 2, 1, 1, 1, 0, 1, 1, 0, 0, 0, 0},
+    {"f16 [8,33,128] f32 params zero-centred", F16, 8, 33, 128, 0, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0, 0, 0},
+    {"f16 [3,50,1000] gap 8", F16, 3, 50, 1000, 8, 2, 2, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0},
+    {"f16 [2,40,4096]", F16, 2, 40, 4096, 0, 2, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0},
+    {"f32 [5,20,128]", F32, 5, 20, 128, 0, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0},
+    {"f32 [3,17,1000] gap 4", F32, 3, 17, 1000, 4, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0},
+    {"f32 [2,30,4096]", F32, 2, 30, 4096, 0, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0},
+    {"bf16 scale [B,1,C], bias [1,1,C]", BF16, 4, 80, 1000, 0, 2, 2, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0},
+    {"bf16 scale [1,1,C], bias [B,1,C]", BF16, 4, 80, 128, 0, 1, 2, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0},
+    {"bf16 scale only [B,1,C]", BF16, 6, 40, 4096, 0, 2, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0, 0},
+    {"f16 bias only [B,1,C]", F16, 6, 40, 1000, 0, 0, 2, 0, 1, 0, 0, 1, 1, 0, 0, 0, 0},
+    {"bf16 per-row [B,S,C] 4096", BF16, 2, 24, 4096, 0, 2, 2, 3, 3, 0, 0, 1, 1, 0, 0, 0, 0},
+    {"bf16 [1,S,C] forward", BF16, 3, 50, 1000, 0, 2, 2, 2, 2, 0, 1, 0, 0, 0, 0, 0, 0},
+    {"bf16 [B,1,C] misaligned (fallback)", BF16, 3, 40, 4096, 0, 2, 2, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0},
+    {"f32 [B,1,C] misaligned", F32, 3, 30, 1000, 0, 1, 1, 1, 1, 0, 0, 1, 0, 1, 0, 0, 0},
+    {"bf16 [B,1,C] gap 3 (scalar rows)", BF16, 4, 30, 1000, 3, 2, 2, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0},
+    {"bf16 C 1", BF16, 4, 80, 1, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0},
+    {"f32 C 3 (scalar)", F32, 3, 40, 3, 0, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0},
+    {"bf16 C 16384 (chunked bwd)", BF16, 2, 12, 16384, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0},
+    {"bf16 B 1", BF16, 1, 500, 1000, 0, 2, 2, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0},
+    {"bf16 S 1", BF16, 64, 1, 1000, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0},
+    {"bf16 many samples", BF16, 300, 9, 128, 0, 2, 2, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0},
+    {"bf16 B 0", BF16, 0, 16, 1000, 0, 2, 2, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0},
+    {"f32 S 0 (zero gradients per sample)", F32, 3, 0, 128, 0, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0},
+    {"bf16 shared [1,1,C] (LayerNorm)", BF16, 4, 64, 1000, 0, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0},
     /* x, y, dy, dx slices of a longer buffer: rows in runs of S (ROW_LEVELS=2 keys) */
-    {"bf16 [4,64,1024] [B,1,C] rows in runs", BF16, 4, 64, 1024, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0, 1024},
-    {"f16 [3,50,1000] [B,1,C] rows in runs, odd gap", F16, 3, 50, 1000, 0, 1, 2, 1, 1, 1, 0, 1, 0, 0, 3},
-    {"bf16 [2,24,4096] per-row [B,S,C] rows in runs", BF16, 2, 24, 4096, 8, 2, 2, 3, 3, 0, 0, 1, 0, 0, 16},
+    {"bf16 [4,64,1024] [B,1,C] rows in runs", BF16, 4, 64, 1024, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0, 1024, 0, 0},
+    {"f16 [3,50,1000] [B,1,C] rows in runs, odd gap", F16, 3, 50, 1000, 0, 1, 2, 1, 1, 1, 0, 1, 0, 0, 3, 0, 0},
+    {"bf16 [2,24,4096] per-row [B,S,C] rows in runs", BF16, 2, 24, 4096, 8, 2, 2, 3, 3, 0, 0, 1, 0, 0, 16, 0, 0},
+    /* rank 4, gaps after each row group and each sample: rows at three levels of strides (ROW_LEVELS=3 keys) */
+    {"bf16 [3,8,16,1024] [B,1,1,C] three row levels", BF16, 3, 128, 1024, 0, 2, 2, 1, 1, 0, 0, 1, 1, 0, 24, 16, 8},
+    {"f16 [2,6,5,1000] [B,1,1,C] three row levels, odd gaps", F16, 2, 30, 1000, 0, 1, 2, 1, 1, 1, 0, 1, 0, 0, 5, 5, 3},
+    {"f32 [2,4,12,4096] per-row three row levels", F32, 2, 48, 4096, 4, 1, 1, 3, 3, 0, 0, 1, 1, 0, 8, 12, 4},
+    {"bf16 [2,16,8,5120] [B,1,1,C] three row levels forward", BF16, 2, 128, 5120, 0, 2, 2, 1, 1, 0, 1, 0, 0, 0, 16, 8,
+     8},
 };
 #undef F32
 #undef F16
@@ -105,8 +114,9 @@ static const acase table[] = {
 
 typedef struct run {
     const acase *c;
-    int64_t dims[3], strides[3];   /* x-like tensors */
-    int64_t sdims[3], sstrides[3]; /* statistics */
+    int rank;                      /* 3, or 4 with c->s2 */
+    int64_t dims[4], strides[4];   /* x-like tensors */
+    int64_t sdims[4], sstrides[4]; /* statistics */
     tu_buf cpu[T_COUNT], gpu[T_COUNT];
     frost_tensor id[T_COUNT];
 } run;
@@ -133,21 +143,32 @@ static unsigned carry_of(const acase *c, int t)
 static void alloc_all(run *r, tu_rng *rng)
 {
     const acase *c = r->c;
-    r->dims[0] = c->b, r->dims[1] = c->s, r->dims[2] = c->c;
-    r->strides[2] = 1, r->strides[1] = c->c + c->row_gap, r->strides[0] = c->s * r->strides[1] + c->run_gap;
-    r->sdims[0] = c->b, r->sdims[1] = c->s, r->sdims[2] = 1;
-    tu_packed_strides(3, r->sdims, r->sstrides);
+    const int rk = c->s2 ? 4 : 3;
+    r->rank = rk;
+    r->dims[0] = c->b, r->dims[rk - 1] = c->c, r->strides[rk - 1] = 1, r->strides[rk - 2] = c->c + c->row_gap;
+    if (c->s2) {
+        r->dims[1] = c->s / c->s2, r->dims[2] = c->s2;
+        r->strides[1] = c->s2 * r->strides[2] + c->mid_gap;
+    } else {
+        r->dims[1] = c->s;
+    }
+    r->strides[0] = r->dims[1] * r->strides[1] + c->run_gap;
+    memcpy(r->sdims, r->dims, sizeof r->sdims);
+    r->sdims[rk - 1] = 1;
+    tu_packed_strides(rk, r->sdims, r->sstrides);
     for (int t = 0; t < T_COUNT; t++) {
         if (!present(r, t))
             continue;
         frost_dtype dt = c->dtype;
-        int64_t dims[3], st[3];
+        int64_t dims[4], st[4];
         memcpy(dims, r->dims, sizeof dims);
         memcpy(st, r->strides, sizeof st);
         if (t == T_SCALE || t == T_BIAS || t == T_DSCALE || t == T_DBIAS) {
             const unsigned carry = carry_of(c, t);
-            dims[0] = carry & 1u ? c->b : 1, dims[1] = carry & 2u ? c->s : 1;
-            tu_packed_strides(3, dims, st);
+            dims[0] = carry & 1u ? c->b : 1;
+            for (int d = 1; d < rk - 1; d++)
+                dims[d] = carry & 2u ? r->dims[d] : 1;
+            tu_packed_strides(rk, dims, st);
             dt = t == T_SCALE ? (c->scale == 1 ? FROST_F32 : c->dtype)
                  : t == T_BIAS ? (c->bias == 1 ? FROST_F32 : c->dtype)
                                : FROST_F32;
@@ -156,9 +177,9 @@ static void alloc_all(run *r, tu_rng *rng)
             memcpy(st, r->sstrides, sizeof st);
             dt = FROST_F32;
         }
-        TU_CHECK(tu_buf_alloc(&r->cpu[t], dt, 3, dims, st, 0));
+        TU_CHECK(tu_buf_alloc(&r->cpu[t], dt, rk, dims, st, 0));
         if (t >= FIRST_OUTPUT)
-            TU_CHECK(tu_buf_alloc(&r->gpu[t], dt, 3, dims, st, 0));
+            TU_CHECK(tu_buf_alloc(&r->gpu[t], dt, rk, dims, st, 0));
     }
     tu_buf_fill_uniform(&r->cpu[T_X], rng, -2.0, 3.0);
     if (c->scale)
@@ -225,16 +246,17 @@ typedef struct mags {
     double x, xhat, rstd, w, b, dy;
 } mags;
 
-static double elem(const tu_buf *b, int64_t i0, int64_t i1, int64_t col)
-{
-    return tu_buf_get(b, i0 * b->strides[0] + i1 * b->strides[1] + col * b->strides[2]);
-}
-
-/* Parameter of tensor t for the row (i0, i1): its 1-dims read index 0. */
-static double param(const run *r, int t, int64_t i0, int64_t i1, int64_t col)
+/* Element `col` of sample i0's row i1 in tensor t (rank 4: row i1 is [i1 / s2, i1 % s2]);
+ * a dim of 1 (a parameter's) reads index 0. */
+static double elem(const run *r, int t, int64_t i0, int64_t i1, int64_t col)
 {
     const tu_buf *b = &r->cpu[t];
-    return elem(b, b->dims[0] == 1 ? 0 : i0, b->dims[1] == 1 ? 0 : i1, col);
+    const int64_t s2 = r->c->s2;
+    const int64_t ix[4] = {i0, s2 ? i1 / s2 : i1, s2 ? i1 % s2 : col, col};
+    int64_t off = 0;
+    for (int d = 0; d < b->rank; d++)
+        off += (b->dims[d] == 1 ? 0 : ix[d]) * b->strides[d];
+    return tu_buf_get(b, off);
 }
 
 static mags measure(const run *r)
@@ -245,24 +267,24 @@ static mags measure(const run *r)
         for (int64_t i1 = 0; i1 < c->s; i1++) {
             double s = 0, q = 0;
             for (int64_t j = 0; j < c->c; j++)
-                s += elem(&r->cpu[T_X], i0, i1, j);
+                s += elem(r, T_X, i0, i1, j);
             const double mean = s / (double)c->c;
             for (int64_t j = 0; j < c->c; j++) {
-                double d = elem(&r->cpu[T_X], i0, i1, j) - mean;
+                double d = elem(r, T_X, i0, i1, j) - mean;
                 q += d * d;
             }
             const double rstd = 1.0 / sqrt(q / (double)c->c + 1e-5);
             m.rstd = fmax(m.rstd, rstd);
             for (int64_t j = 0; j < c->c; j++) {
-                const double x = elem(&r->cpu[T_X], i0, i1, j);
+                const double x = elem(r, T_X, i0, i1, j);
                 m.x = fmax(m.x, fabs(x));
                 m.xhat = fmax(m.xhat, fabs((x - mean) * rstd));
                 if (c->scale)
-                    m.w = fmax(m.w, fabs(param(r, T_SCALE, i0, i1, j) + (c->zero_centered ? 1.0 : 0.0)));
+                    m.w = fmax(m.w, fabs(elem(r, T_SCALE, i0, i1, j) + (c->zero_centered ? 1.0 : 0.0)));
                 if (c->bias)
-                    m.b = fmax(m.b, fabs(param(r, T_BIAS, i0, i1, j)));
+                    m.b = fmax(m.b, fabs(elem(r, T_BIAS, i0, i1, j)));
                 if (c->backward)
-                    m.dy = fmax(m.dy, fabs(elem(&r->cpu[T_DY], i0, i1, j)));
+                    m.dy = fmax(m.dy, fabs(elem(r, T_DY, i0, i1, j)));
             }
         }
     if (!c->scale)
@@ -276,6 +298,18 @@ static int64_t rows_per_param_row(const acase *c, unsigned carry)
     return (carry & 1u ? 1 : c->b) * (carry & 2u ? 1 : c->s);
 }
 
+/* What the forward's explain must say of the rows' levels where the case fixes them (NULL
+ * where it does not): three levels with gaps after each row group and each sample, two with
+ * a gap after each sample of rank 3. */
+static const char *expected_levels(const acase *c)
+{
+    if (c->b < 2 || c->run_gap == 0)
+        return NULL;
+    if (c->s2)
+        return c->s2 > 1 && c->s / c->s2 > 1 && c->mid_gap > 0 ? "rows at 3 levels of strides" : NULL;
+    return c->s > 1 ? "rows in runs of" : NULL;
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* One case                                                                              */
 /* ---------------------------------------------------------------------------------- */
@@ -284,9 +318,9 @@ static void run_case(const acase *c, uint64_t seed, int index, frost_context *cp
 {
     char desc[320];
     snprintf(desc, sizeof desc,
-             "%s: %s [%lld,%lld,%lld] gap %d run gap %d scale %d carry %u bias %d carry %u%s%s%s%s%s", c->name,
-             frost_dtype_name(c->dtype), (long long)c->b, (long long)c->s, (long long)c->c, c->row_gap, c->run_gap,
-             c->scale, c->scale_carry, c->bias, c->bias_carry, c->zero_centered ? " zc" : "",
+             "%s: %s [%lld,%lld,%lld] gap %d run gap %d s2 %d mid gap %d scale %d carry %u bias %d carry %u%s%s%s%s%s",
+             c->name, frost_dtype_name(c->dtype), (long long)c->b, (long long)c->s, (long long)c->c, c->row_gap,
+             c->run_gap, c->s2, c->mid_gap, c->scale, c->scale_carry, c->bias, c->bias_carry, c->zero_centered ? " zc" : "",
              c->inference ? " inference" : "", c->backward ? " +bwd" : "", c->saved ? " saved" : "",
              c->misalign ? " misaligned" : "");
     tu_set_context("test_adanorm_gpu", seed, index, desc);
@@ -313,6 +347,9 @@ static void run_case(const acase *c, uint64_t seed, int index, frost_context *cp
         TU_OK(frost_graph_explain(gg, explain, sizeof explain, NULL));
         if (!strstr(explain, "norm_fwd.cu:norm_fwd_kernel") || !strstr(explain, "adalayernorm_fwd"))
             tu_failf("explain does not name the op and the cuda kernel:\n%s", explain);
+        const char *levels = expected_levels(c);
+        if (levels && !strstr(explain, levels))
+            tu_failf("explain does not say \"%s\":\n%s", levels, explain);
     }
     frost_graph_destroy(gc);
     frost_graph_destroy(gg);
@@ -367,6 +404,11 @@ static acase random_case(uint64_t seed, int index)
      * (at most 256, the scalar path of short rows): below that the engine refuses */
     if (c.backward && ((c.scale && c.scale_carry) || (c.bias && c.bias_carry)) && c.s < 64)
         c.s = 64;
+    if (tu_int(&rng, 0, 3) == 0) { /* rank 4: S as [S / s2, s2], maybe with a gap after each group */
+        c.s2 = (int)tu_int(&rng, 1, 8);
+        c.s = (c.s + c.s2 - 1) / c.s2 * c.s2;
+        c.mid_gap = tu_int(&rng, 0, 1) ? (int)tu_int(&rng, 0, 8) : 0;
+    }
     return c;
 }
 
