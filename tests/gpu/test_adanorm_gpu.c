@@ -114,8 +114,7 @@ static const acase table[] = {
 
 typedef struct run {
     const acase *c;
-    int rank;                      /* 3, or 4 with c->s2 */
-    int64_t dims[4], strides[4];   /* x-like tensors */
+    int64_t dims[4], strides[4];   /* x-like tensors (rank 4 with c->s2, else 3) */
     int64_t sdims[4], sstrides[4]; /* statistics */
     tu_buf cpu[T_COUNT], gpu[T_COUNT];
     frost_tensor id[T_COUNT];
@@ -144,7 +143,6 @@ static void alloc_all(run *r, tu_rng *rng)
 {
     const acase *c = r->c;
     const int rk = c->s2 ? 4 : 3;
-    r->rank = rk;
     r->dims[0] = c->b, r->dims[rk - 1] = c->c, r->strides[rk - 1] = 1, r->strides[rk - 2] = c->c + c->row_gap;
     if (c->s2) {
         r->dims[1] = c->s / c->s2, r->dims[2] = c->s2;
