@@ -12,12 +12,14 @@
 # quick: the shortest check of a change to the row-norm kernels: test_norm_gpu,
 # test_adanorm_gpu and test_norm_fuzz_gpu whole, test_chan_norm_gpu's small cases, memcheck
 # on the small cases of test_norm_gpu and test_norm_fuzz_gpu (then CHECK and SWEEP as below,
-# no benchmarks).  Each test's output lands in $OUT/<test>.log.
+# no benchmarks).  The tests' outputs land one after another in $OUT/tests.log (the device
+# call returns at most 8 files).
 # Environment: BUDGET (seconds for the whole call: each step's limit is cut to what is left,
 # and a step with under 10 s left is skipped and counted as failed), SAN_TOOLS ("memcheck
 # racecheck"), SAN_TESTS ("test_chan_norm_gpu test_norm_gpu test_norm_fuzz_gpu"), PEERS (0), PEER_BUDGET (200),
 # QUICK_TESTS and SAN_QUICK (quick's test lists), PRECOMPILE (1: first compile every norm
-# and cnorm key into the tests' cache with frost-precompile -j 16; not in bench mode),
+# and cnorm key into the tests' cache with frost-precompile -j 16; not in bench mode; 811
+# norm keys took 28 s on an H100 machine), PRECOMPILE_SELECTORS (norm,cnorm),
 # SWEEP (a cases file for bench/norm_sweep.sh), SWEEP_SETTINGS, CHECK (1: with tests or
 # quick, frost-bench --check over the norm and cnorm suites (quick: norm only), every
 # benchmark shape against the CPU reference engine, one reference run of 1.5-3.5 s a case at
@@ -87,8 +89,9 @@ if [[ ${PRECOMPILE:-1} == 1 && $what != bench ]]; then
     cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
     arch=sm_${cap:-90}
     [[ $arch == sm_90 ]] && arch=sm_90a # the runtime compiles Hopper's keys for sm_90a
-    say "frost-precompile --arch $arch --selectors norm,cnorm -j 16"
-    run_to 300 /tmp/norm-precompile.log "$B/tools/frost-precompile" --arch "$arch" --selectors norm,cnorm -j 16 || rc=1
+    sel=${PRECOMPILE_SELECTORS:-norm,cnorm}
+    say "frost-precompile --arch $arch --selectors $sel -j 16"
+    run_to 300 /tmp/norm-precompile.log "$B/tools/frost-precompile" --arch "$arch" --selectors "$sel" -j 16 || rc=1
     tail -2 /tmp/norm-precompile.log | tee -a "$L"
 fi
 if [[ $what == quick ]]; then
@@ -100,7 +103,7 @@ if [[ $what == quick ]]; then
         [[ $t == test_norm_fuzz_gpu ]] && grep -A14 'draws per op' /tmp/norm-quick.log | tee -a "$L"
         tail -1 /tmp/norm-quick.log | tee -a "$L"
         grep -i 'fail' /tmp/norm-quick.log | head -5 | tee -a "$L"
-        cp /tmp/norm-quick.log "$OUT/$t.log"
+        { echo "== $t"; cat /tmp/norm-quick.log; } >>"$OUT/tests.log"
     done
     for t in ${SAN_QUICK:-test_norm_gpu test_norm_fuzz_gpu}; do
         sanitize memcheck "$t"
