@@ -257,6 +257,11 @@ FROST_API frost_status frost_graph_add_sdpa_backward(frost_graph *g, const frost
  * X [R..., C...] where C... are the last norm_dims dims (any strides).  Scale and bias have
  * the normalized shape: rank norm_dims, or rank(X) with leading dims 1.  Saved statistics
  * (mean, inv_std) are f32 with X's dims and the normalized dims set to 1.
+ * The ref engine takes every tensor at any strides; the cuda engine takes the row dims R...
+ * of X, Y, dY, dX and the statistics at any strides too (frost_graph_explain says how it
+ * walks them) and needs the normalized dims of every tensor, scale and bias included, packed
+ * (one run of stride 1): it refuses other layouts with FROST_NOT_SUPPORTED, naming the
+ * tensor and its strides.
  *   LayerNorm: y = (x - mean) * inv_std * w + b,   inv_std = 1/sqrt(var + eps)
  *   RMSNorm:   y = x * inv_std * w + b,             inv_std = 1/sqrt(mean(x^2) + eps)
  * ------------------------------------------------------------------------------------- */
