@@ -250,7 +250,7 @@ static double elem(const run *r, int t, int64_t i0, int64_t i1, int64_t col)
 {
     const tu_buf *b = &r->cpu[t];
     const int64_t s2 = r->c->s2;
-    const int64_t ix[4] = {i0, s2 ? i1 / s2 : i1, s2 ? i1 % s2 : col, col};
+    const int64_t ix[4] = {i0, s2 ? i1 / s2 : i1, s2 ? i1 % s2 : col, col}; /* rank 3 reads ix[0..2] */
     int64_t off = 0;
     for (int d = 0; d < b->rank; d++)
         off += (b->dims[d] == 1 ? 0 : ix[d]) * b->strides[d];
@@ -318,9 +318,9 @@ static void run_case(const acase *c, uint64_t seed, int index, frost_context *cp
     snprintf(desc, sizeof desc,
              "%s: %s [%lld,%lld,%lld] gap %d run gap %d s2 %d mid gap %d scale %d carry %u bias %d carry %u%s%s%s%s%s",
              c->name, frost_dtype_name(c->dtype), (long long)c->b, (long long)c->s, (long long)c->c, c->row_gap,
-             c->run_gap, c->s2, c->mid_gap, c->scale, c->scale_carry, c->bias, c->bias_carry, c->zero_centered ? " zc" : "",
-             c->inference ? " inference" : "", c->backward ? " +bwd" : "", c->saved ? " saved" : "",
-             c->misalign ? " misaligned" : "");
+             c->run_gap, c->s2, c->mid_gap, c->scale, c->scale_carry, c->bias, c->bias_carry,
+             c->zero_centered ? " zc" : "", c->inference ? " inference" : "", c->backward ? " +bwd" : "",
+             c->saved ? " saved" : "", c->misalign ? " misaligned" : "");
     tu_set_context("test_adanorm_gpu", seed, index, desc);
     const frost__device *dev = gpu->device;
     tu_rng rng = tu_rng_make(seed * 1000003u + (uint64_t)index);
