@@ -39,6 +39,7 @@ typedef struct bcase {
     frost_dtype dtype;
     frost_dtype param_dtype; /* RMSNorm, LayerNorm: scale and bias; FROST_DTYPE_INVALID = dtype */
     int rms_bias;            /* RMSNorm with a bias (forward) and d_bias (backward) */
+    int y_only;              /* RMSNorm, LayerNorm, AdaLayerNorm forward: inference phase, y alone (no mean / inv_std) */
     int64_t b, h_q, h_kv, s_q, s_kv, d, d_v; /* attention; AdaLayerNorm uses b, s_q and c */
     int causal, bshd;
     int64_t rows, cols;         /* RMSNorm, LayerNorm */
@@ -79,6 +80,13 @@ static int row_rms_bias(const bcase *c)
     return c->rms_bias && (c->op == OP_RMS_FWD || c->op == OP_RMS_BWD);
 }
 /* The row norms' --slice (0: packed rows; other ops ignore it). */
+/* The forward in the inference phase: y alone, no saved statistics (what torch's forward under
+ * no_grad gives through torch.compile); the training forward also writes mean (LayerNorm) and
+ * inv_std, 4 bytes each a row, which the byte count leaves out. */
+static int row_y_only(const bcase *c)
+{
+    return c->y_only && (c->op == OP_RMS_FWD || c->op == OP_LN_FWD || c->op == OP_ADALN_FWD);
+}
 static int64_t row_slice(const bcase *c)
 {
     return c->op >= OP_RMS_FWD && c->op <= OP_LN_BWD ? c->slice : 0;
@@ -181,6 +189,8 @@ static void json_case(frost__buf *f, const bcase *c)
         frost__buf_printf(f, ",\"rms_bias\":true");
     if (row_slice(c))
         frost__buf_printf(f, ",\"slice\":%lld", (long long)row_slice(c));
+    if (row_y_only(c))
+        frost__buf_printf(f, ",\"y_only\":true");
 }
 
 static void case_label(const bcase *c, char *buf, size_t cap)
@@ -198,6 +208,9 @@ static void case_label(const bcase *c, char *buf, size_t cap)
         snprintf(buf, cap, "%lld x %lld%s%s%s%s", (long long)c->rows, (long long)c->cols,
                  row_param_dtype(c) ? " params " : "", row_param_dtype(c) ? frost_dtype_name(row_param_dtype(c)) : "",
                  row_rms_bias(c) ? " bias" : "", slice);
+    size_t len = strlen(buf);
+    if (row_y_only(c) && len < cap)
+        snprintf(buf + len, cap - len, " y only");
 }
 
 #endif /* FROST_BENCH_CASES_H */

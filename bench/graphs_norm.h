@@ -13,8 +13,9 @@
 #define FROST_BENCH_GRAPHS_NORM_H
 
 /* RMSNorm (with a bias under --rms-bias), LayerNorm over [rows, cols] (sliced rows under
- * --slice); AdaLayerNorm over
- * [b, s, c] with (1 + scale) and shift [b, 1, c], as in DiT blocks. */
+ * --slice); AdaLayerNorm over [b, s, c] with (1 + scale) and shift [b, 1, c], as in DiT
+ * blocks.  The forward is the training forward (y, inv_std and LayerNorm's mean), or under
+ * --y-only the inference forward (y alone). */
 static frost_status build_norm(const bcase *c, bgraph *bg)
 {
     int ada = is_adaln(c->op), ln = ada || c->op == OP_LN_FWD || c->op == OP_LN_BWD, bwd = is_bwd(c->op);
@@ -49,10 +50,11 @@ static frost_status build_norm(const bcase *c, bgraph *bg)
         return s;
     frost_tensor x = bg->id[0], w = bg->id[1];
     if (!bwd) {
-        frost_norm_desc d = {.x = x, .scale = w, .bias = biased ? bg->id[2] : 0, .phase = FROST_NORM_TRAINING,
-                             .zero_centered_scale = ada};
-        frost_norm_outputs o = {.y = FROST_TENSOR_AUTO, .inv_std = FROST_TENSOR_AUTO,
-                                .mean = ln ? FROST_TENSOR_AUTO : FROST_TENSOR_NONE};
+        const int stats = !row_y_only(c); /* the training forward saves inv_std (and LayerNorm's mean) */
+        frost_norm_desc d = {.x = x, .scale = w, .bias = biased ? bg->id[2] : 0,
+                             .phase = stats ? FROST_NORM_TRAINING : FROST_NORM_INFERENCE, .zero_centered_scale = ada};
+        frost_norm_outputs o = {.y = FROST_TENSOR_AUTO, .inv_std = stats ? FROST_TENSOR_AUTO : FROST_TENSOR_NONE,
+                                .mean = ln && stats ? FROST_TENSOR_AUTO : FROST_TENSOR_NONE};
         s = ada  ? frost_graph_add_adalayernorm(bg->g, &d, &o)
             : ln ? frost_graph_add_layernorm(bg->g, &d, &o)
                  : frost_graph_add_rmsnorm(bg->g, &d, &o);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # norm_report.sh — frost and its peers (torch eager and torch.compile) on the norm suites
 # (RMSNorm / LayerNorm, channel norms, AdaLayerNorm) plus small and odd hidden sizes
-# (128, 1000, 5120), merged into one markdown report.  On a GPU machine, after a build:
+# (128, 1000, 5120), and the row norms' inference forward (y alone) at six of those shapes,
+# merged into one markdown report.  On a GPU machine, after a build:
 #
 #   bench/norm_report.sh [BUILD_DIR]        # writes $OUT/{frost,peers}.jsonl, report.md
 #
@@ -22,6 +23,11 @@ run --suite cnorm
 for shape in "262144 128" "16384 1000" "16384 5120"; do
     set -- $shape
     run --op rmsnorm_fwd,rmsnorm_bwd,layernorm_fwd,layernorm_bwd --rows "$1" --cols "$2"
+done
+# the forwards again in the inference phase (y alone, as torch.compile's forward under no_grad)
+for shape in "16384 4096" "65536 1024" "1024 12288" "4096 16384" "262144 128" "16384 1000"; do
+    set -- $shape
+    run --op rmsnorm_fwd,layernorm_fwd --rows "$1" --cols "$2" --y-only
 done
 rm -f "$OUT/one.jsonl"
 python3 bench/peers.py --cases "$OUT/frost.jsonl" --json "$OUT/peers.jsonl" --budget "${PEER_BUDGET:-240}" \

@@ -35,7 +35,7 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 def case(r):
     return (r["op"], r.get("rows"), r.get("cols"), r.get("n"), r.get("c"), r.get("h"), r.get("w"), r.get("groups"),
-            r.get("layout"), r.get("dtype"), r.get("param_dtype"), r.get("rms_bias"), r.get("slice"))
+            r.get("layout"), r.get("dtype"), r.get("param_dtype"), r.get("rms_bias"), r.get("slice"), r.get("y_only"))
 # a setting given twice is two columns (its k-th pass), so repeated runs show side by side
 seen, cols, val, bad = {}, [], {}, set()
 for r in rows:
@@ -54,7 +54,7 @@ for c in cases:
     g = f" G{c[7]}" if c[7] else ""
     name = f"{c[0]} {c[1]}x{c[2]}" if c[1] else f"{c[0]} {c[3]}x{c[4]}x{c[5]}x{c[6]} {c[8]}{g}"
     name += "".join(f" {x}" for x in (c[9] if c[9] != "bf16" else None, c[10] and f"params {c[10]}",
-                                      c[11] and "bias", c[12] and f"slice {c[12]}") if x)
+                                      c[11] and "bias", c[12] and f"slice {c[12]}", c[13] and "y only") if x)
     mark = lambda i: "!" if (cols[i][0], cols[i][1], c) in bad else "*" if i == best else " "
     print(f"{name:40s}" + "".join(f"{x:6.0f}{mark(i)}" for i, x in enumerate(v)))
 if bad:

@@ -108,7 +108,7 @@ def suite_cases(name):
 
 
 SHAPE_KEYS = ("op", "dtype", "b", "h_q", "h_kv", "s_q", "s_kv", "d", "d_v", "causal", "layout",
-              "rows", "cols", "param_dtype", "rms_bias", "n", "c", "h", "w", "groups", "s")
+              "rows", "cols", "param_dtype", "rms_bias", "y_only", "n", "c", "h", "w", "groups", "s")
 
 
 def normalize(c):
@@ -179,9 +179,9 @@ def label(c):
         g = f" G={c['groups']}" if "groups" in c else ""
         return f"{c['n']}x{c['c']}x{c['h']}x{c['w']} {c['layout']}{g}"
     if c["op"] in ADALN_OPS:
-        return f"{c['b']} x {c['s']} x {c['c']}, [B,1,C] params"
+        return f"{c['b']} x {c['s']} x {c['c']}, [B,1,C] params" + (" y only" if c.get("y_only") else "")
     return (f"{c['rows']} x {c['cols']}" + (f" params {c['param_dtype']}" if "param_dtype" in c else "")
-            + (" bias" if c.get("rms_bias") else ""))
+            + (" bias" if c.get("rms_bias") else "") + (" y only" if c.get("y_only") else ""))
 
 
 def impls_for(c, wanted):

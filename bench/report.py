@@ -75,7 +75,10 @@ def fmt(v):
 
 
 def target_of(c):
-    """The issue's GB/s target for this case, or None."""
+    """The issue's GB/s target for this case, or None (the targets are judged on the training
+    forward, which also writes the saved statistics; a y-only forward has none)."""
+    if c.get("y_only"):
+        return None
     if c["op"] in ROW_TARGETS:
         shapes, gbps = ROW_TARGETS[c["op"]]
         return gbps if c["dtype"] == "bf16" and (c.get("rows"), c.get("cols")) in shapes else None
@@ -110,14 +113,15 @@ def shape_cells(c):
         return [c["op"], str(c["d"]) + extra, s, "yes" if c["causal"] else "no", f"{c['b']}×{heads}"]
     if c["op"] in CNORM_OPS:
         return [c["op"], f"{c['n']}×{c['c']}×{c['h']}×{c['w']}", c["layout"], str(c.get("groups", ""))]
+    op = c["op"] + (" (y only)" if c.get("y_only") else "")
     if c["op"] in ADALN_OPS:
-        return [c["op"], f"{c['b']}×{c['s']}×{c['c']}", "[B,1,C] scale, shift", ""]
-    return [c["op"], f"{c['rows']} × {c['cols']}"]
+        return [op, f"{c['b']}×{c['s']}×{c['c']}", "[B,1,C] scale, shift", ""]
+    return [op, f"{c['rows']} × {c['cols']}"]
 
 
 def summary_key(c):
     """Ratios are averaged per op, and per layout for the channel norms."""
-    return f"{c['op']} {c['layout']}" if c["op"] in CNORM_OPS else c["op"]
+    return f"{c['op']} {c['layout']}" if c["op"] in CNORM_OPS else c["op"] + (" (y only)" if c.get("y_only") else "")
 
 
 HEADS = {"attn": ["op", "d", "s", "causal", "b×h"], "norm": ["op", "rows × hidden"],
@@ -158,6 +162,10 @@ def section(title, unit, rows, notes, ratios, kind):
                 "its calls ahead of the GPU, so the rate may count Python's time.", ""]
     if met:
         out += [f"Issue targets met by frost: {sum(met)} of {len(met)}.", ""]
+    if any(c.get("y_only") for c, _ in rows):
+        out += ["\"(y only)\": frost's inference forward, which writes y alone, as torch.compile's forward "
+                "under no_grad does; the other forward rows are frost's training forward, which also writes "
+                "inv_std (and LayerNorm's mean), 4 bytes a row each, not counted in the bytes.", ""]
     if kind == "cnorm":
         out += ["Channel norms: bytes = x read + y written (forward), x and d_y read + d_x written "
                 "(backward); the per-channel, per-group and per-sample tensors are not counted. "

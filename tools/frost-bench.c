@@ -351,7 +351,7 @@ static int usage(void)
                     "       --s N --s-q N --s-kv N --d N --d-v N --causal --layout bhsd|bshd] [--rows N --cols N]\n"
                     "       [--n N --c N --height N --width N --groups N --layout nhwc|nchw]\n"
                     "       [--dtype bf16|f16|f32] [--param-dtype bf16|f16|f32] [--runs N] [--warmup N] [--sets N]\n"
-                    "       [--rms-bias] [--slice N] [--seed N] [--device N] [--json FILE] [--list] [--explain] [--cpu] [--exact] [--check]\n"
+                    "       [--rms-bias] [--y-only] [--slice N] [--seed N] [--device N] [--json FILE] [--list] [--explain] [--cpu] [--exact] [--check]\n"
                     "  OP: sdpa_fwd sdpa_bwd rmsnorm_fwd rmsnorm_bwd layernorm_fwd layernorm_bwd groupnorm_fwd\n"
                     "      groupnorm_bwd instancenorm_fwd instancenorm_bwd batchnorm_fwd batchnorm_bwd\n"
                     "      adalayernorm_fwd adalayernorm_bwd (AdaLayerNorm: --b, --s, --c)\n");
@@ -381,7 +381,8 @@ static int parse(int argc, char **argv, bcase *c, bopts *o, const char **suite, 
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         struct { const char *name; int *v; } flags[] = {
             {"--causal", &c->causal}, {"--list", &o->list}, {"--explain", &o->explain}, {"--cpu", &o->cpu},
-            {"--exact", &o->exact}, {"--rms-bias", &c->rms_bias}, {"--check", &o->check}};
+            {"--exact", &o->exact}, {"--rms-bias", &c->rms_bias}, {"--check", &o->check},
+            {"--y-only", &c->y_only}};
         int f = 0, nf = (int)(sizeof flags / sizeof flags[0]);
         while (f < nf && strcmp(a, flags[f].name))
             f++;

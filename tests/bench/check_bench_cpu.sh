@@ -5,7 +5,8 @@
 # exit status 2.  --check compares each case with the reference engine (here the engine
 # under test is the reference too, so the error is 0) and fails when an element is wrong
 # (FROST_BENCH_CHECK_FLIP=1 changes one).  --slice N runs row norms on sliced rows and
-# refuses a run length that does not divide the rows.
+# refuses a run length that does not divide the rows.  --y-only runs the row norms' and
+# AdaLayerNorm's forward in the inference phase (y alone) and says so.
 #
 # Usage: check_bench_cpu.sh <path to frost-bench>
 set -uo pipefail
@@ -70,5 +71,14 @@ check "--slice: x is [4, 3, 256] in a buffer of 4 runs of 4 rows" grep -qF "[4,3
 rc=$?
 check "--slice 3 of 10 rows refused (exit $rc)" test $rc -eq 2
 check "the refusal says why" grep -q -- '--slice 3 must divide --rows 10' "$work/sle.txt"
+"$bench" --cpu --exact --runs 1 --warmup 0 --check --op rmsnorm_fwd,layernorm_fwd,layernorm_bwd,adalayernorm_fwd \
+    --rows 16 --cols 256 --b 2 --s 8 --c 64 --y-only --explain --json "$work/y.jsonl" >"$work/y.txt" 2>&1
+rc=$?
+check "--y-only cases run and check (exit $rc)" test $rc -eq 0
+check "--y-only: the three forwards say so, the backward not" test "$(grep -c '"y_only":true' "$work/y.jsonl")" -eq 3
+check "--y-only: checks ok" test "$(grep -c '"check":"ok"' "$work/y.jsonl")" -eq 4
+check "--y-only: the label names it" grep -q '16 x 256 y only' "$work/y.txt"
+check "--y-only: the forwards run in the inference phase" test "$(grep -c 'norm_fwd .* inference' "$work/y.txt")" -eq 3
+check "--y-only: no saved statistics" test "$(grep -c "fwd0.mean'\|fwd0.inv_std'" "$work/y.txt")" -eq 0
 echo "$pass passed, $fail failed"
 ((fail == 0))
