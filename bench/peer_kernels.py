@@ -8,6 +8,10 @@ profiled and each kernel's device time is divided by 50.
 Usage (on a GPU machine):
   python3 bench/peer_kernels.py --cases bench.jsonl [--impl torch-eager,torch-compile]
       (the cases of frost-bench or peers.py JSON lines)
+  ncu --profile-from-start off --kernel-name regex:triton --launch-count 1 ... \
+      python3 bench/peer_kernels.py --cases ... --impl torch-compile --ncu
+      (--ncu: after the warm calls, one call between cudaProfilerStart and cudaProfilerStop,
+      so that Nsight Compute sees that call's kernels alone; nothing is printed)
 Exit: 0, 2 usage, 77 no torch or no CUDA device.
 """
 import argparse
@@ -20,12 +24,19 @@ import peers  # noqa: E402
 WARM, CALLS = 20, 50
 
 
-def profile_calls(torch, fns):
-    """Prints the ten longest kernels of one call (µs a call, launches a call)."""
+def profile_calls(torch, fns, ncu=False):
+    """Prints the ten longest kernels of one call (µs a call, launches a call); with ncu, runs
+    one call inside the CUDA profiler's range instead."""
     from torch.profiler import ProfilerActivity, profile
     for i in range(WARM):
         fns[i % len(fns)]()
     torch.cuda.synchronize()
+    if ncu:
+        torch.cuda.cudart().cudaProfilerStart()
+        fns[0]()
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStop()
+        return 1.0, 1.0, 1
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for i in range(CALLS):
             fns[i % len(fns)]()
@@ -47,6 +58,7 @@ def main():
     p.add_argument("--cases", required=True, help="JSON lines with the cases ('-' = stdin)")
     p.add_argument("--impl", default="torch-eager,torch-compile")
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--ncu", action="store_true", help="one call inside cudaProfilerStart / Stop, for ncu")
     a = p.parse_args()
     impls = [i for i in a.impl.split(",") if i]
     if any(i not in peers.IMPLS for i in impls):
@@ -56,7 +68,7 @@ def main():
         return 77
     a.runs, a.warmup, a.timer = 30, 5, "events"  # the fields Bench reads
     bench = peers.Bench(torch, a)
-    bench.time = lambda fns: profile_calls(torch, fns)
+    bench.time = lambda fns: profile_calls(torch, fns, a.ncu)
     for c in peers.read_cases(a.cases):
         for impl in peers.impls_for(c, impls):
             print(f"{impl} {c['op']} {peers.label(c)}", flush=True)
