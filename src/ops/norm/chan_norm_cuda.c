@@ -46,7 +46,8 @@
  * between them) and then the output, with the first rows of each tile kept in L2 between
  * them (each launch an entry point of its own, cnorm_stream_{fwd,bwd}_{stats,apply}_kernel,
  * whose registers serve its loop alone; FROST_CNORM_STREAM_SPLIT=0 runs both launches on the
- * combined kernel); or (FROST_CNORM_STREAM=1) one launch
+ * combined kernel; FROST_CNORM_APPLY_ROWS=R runs the output launch as a block per part of
+ * about R rows of a tile, k_tiles x parts blocks); or (FROST_CNORM_STREAM=1) one launch
  * of a resident grid that reads each window once from HBM for the sums and again from L2
  * for the output.
  *
