@@ -634,16 +634,9 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
  * before it waits, the block of each tile's first part asks L2 (cn_prefetch_tile) for rows
  * keep_rows to keep_rows + early_rows of its tile of window 0 (x, and dy for the backward),
  * the first rows the second read would otherwise take from HBM, so that HBM works through
- * the merge.  With apply_parts > 1 every block first asks L2 for its whole part of window 0,
- * so that its rows are on their way while it loads its coefficients. */
+ * the merge. */
 FROST_DEVICE void cs_prefetch_early(const cnorm_params *p, const bool with_dy)
 {
-    if (p->apply_parts > 1) { /* every block asks for its own part of window 0 */
-        const cnorm_tile part = cs_apply_part(p, 0);
-        cn_prefetch_tile(p, &part, (const frost_io *)p->x, p->x_sn);
-        if (with_dy)
-            cn_prefetch_tile(p, &part, (const frost_io *)p->dy, p->dy_sn);
-    }
     if (p->early_rows <= 0 || (int)blockIdx.x >= p->k_tiles) /* the blocks of each tile's first part */
         return;
     cnorm_tile rows = cn_tile(p, (int)blockIdx.x);
