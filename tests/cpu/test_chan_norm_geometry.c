@@ -25,8 +25,7 @@
  * of the kernel's layout within a block's.  Last, BatchNorm's stream path
  * (frost__cnorm_choose_stream, opt-in with FROST_CNORM_STREAM=1): the windows for the
  * targets, narrower ones when the batch is large, none when no window fits a third of L2,
- * the problems it leaves alone, and off by default; the output launch's parts a tile under
- * FROST_CNORM_APPLY_ROWS.  And the plane path
+ * the problems it leaves alone, and off by default.  And the plane path
  * (frost__cnorm_choose_plane): a block per NCHW plane for InstanceNorm and one-channel
  * groups, its threads and units a thread, the problems it leaves to the cluster path (other
  * groups, BatchNorm, NHWC, no 16-byte units, planes under 64 or past 2048 units, under a
@@ -357,12 +356,6 @@ static const cluster_case stream_cases[] = {
      512, 396},
     {"FROST_CNORM_STREAM_BLOCKS=4 is out of range: two", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_STREAM_BLOCKS=4",
      512, 264},
-    {"FROST_CNORM_APPLY_ROWS=64: 497-row tiles in 8 parts", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_APPLY_ROWS=64",
-     512, 264},
-    {"FROST_CNORM_APPLY_ROWS=1000: one part", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_APPLY_ROWS=1000", 512, 264},
-    {"FROST_CNORM_APPLY_ROWS=1: a part a row", BN, 1, 2, 4, 64, 256, 0, 2, "FROST_CNORM_APPLY_ROWS=1", 64, 128},
-    {"FROST_CNORM_APPLY_ROWS=0 is out of range: one part", BN, 1, 1, 32, 512, 4096, 0, 2, "FROST_CNORM_APPLY_ROWS=0",
-     512, 264},
 };
 #define NUM_STREAM_CASES ((int)(sizeof stream_cases / sizeof stream_cases[0]))
 
@@ -417,20 +410,6 @@ static void run_stream_case(int index, const cluster_case *c)
         tu_failf("%lld rows asked of L2 early, expected %lld", (long long)geo.early_rows, (long long)early);
     if (geo.smem != (size_t)CNS_SMEM_BYTES(geo.cw, geo.cw / vec) || geo.num_tiles != geo.windows * geo.k_tiles)
         tu_failf("%zu bytes of shared memory, %lld tiles", geo.smem, (long long)geo.num_tiles);
-    /* the two-launch form's output launch: round(rows / R) parts a tile under
-     * FROST_CNORM_APPLY_ROWS = R (1 to INT32_MAX), within 1 to rows; else one */
-    const char *ar = c->env && strncmp(c->env, "FROST_CNORM_APPLY_ROWS=", 23) == 0 ? c->env + 23 : NULL;
-    const int64_t R = ar ? atoll(ar) : 0;
-    int64_t parts = form == 2 && R >= 1 ? (geo.rows + R / 2) / R : 1;
-    parts = parts < 1 ? 1 : parts > geo.rows ? geo.rows : parts;
-    if (geo.apply_parts != parts || geo.apply_parts < 1 || geo.apply_parts > geo.rows)
-        tu_failf("the output launch cuts a tile of %lld rows into %lld parts, expected %lld", (long long)geo.rows,
-                 (long long)geo.apply_parts, (long long)parts);
-    if (c->name && strstr(c->name, "in 8 parts") && geo.apply_parts != 8)
-        tu_failf("%lld parts, the case names 8", (long long)geo.apply_parts);
-    if (c->name && strstr(c->name, "a part a row") && geo.apply_parts != geo.rows)
-        tu_failf("%lld parts of a %lld-row tile, the case names a part a row", (long long)geo.apply_parts,
-                 (long long)geo.rows);
 }
 
 /* ---- the plane path (NCHW InstanceNorm / GroupNorm with one channel a group) ------------ */
@@ -580,7 +559,6 @@ static void run_random_shape(int index, uint64_t seed, int taken[4])
             tu_failf("%s: %lld rows x %lld tiles do not cut %lld rows over the resident blocks", what,
                      (long long)geo.rows, (long long)geo.k_tiles, (long long)rows_all);
         if (geo.keep_rows < 0 || geo.early_rows < 0 || geo.keep_rows + geo.early_rows > geo.rows ||
-            geo.apply_parts != 1 ||
             geo.smem > dev.optin || geo.num_tiles != geo.windows * geo.k_tiles)
             tu_failf("%s: %lld + %lld of %lld rows kept, %zu bytes of shared memory", what, (long long)geo.keep_rows,
                      (long long)geo.early_rows, (long long)geo.rows, geo.smem);

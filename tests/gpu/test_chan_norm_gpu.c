@@ -50,9 +50,7 @@
  * the statistics launch, the two launches on their own entry points (2 or, with
  * FROST_CNORM_STREAM_BLOCKS=3, 3 blocks per SM) or (FROST_CNORM_STREAM_SPLIT=0) on the
  * combined kernel, the output launch's early L2 prefetch over the whole tile or off
- * (FROST_CNORM_STREAM_EARLY=100 or 0), the output launch's tiles cut into parts of about R
- * rows, a block a part (FROST_CNORM_APPLY_ROWS = 1 to 16: the explain's part count checked),
- * and explicitly off (the NHWC cases that test the
+ * (FROST_CNORM_STREAM_EARLY=100 or 0), and explicitly off (the NHWC cases that test the
  * three-kernel fallback; random cases draw off, default, one and two launches), then
  * seeded random cases, then the selector's refusals.  FROST_TEST_SMALL=1 runs only the
  * cases marked small (for compute-sanitizer).  FROST_TEST_SEED / FROST_TEST_CASE rerun one.
@@ -195,18 +193,6 @@ static const ccase table[] = {
      0, 2, 0},
     {"bn f32 nhwc stream misaligned 3 blocks", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 1, 0, 1, 1.0, 0, 1, 0, 0,
      0, 0},
-    {"bn bf16 nhwc stream two-launch odd rows gap apply parts 3", BN, BF16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 1, 1,
-     0, 2.0, 0, 1, 0, 0, 2, 0},
-    {"bn f16 nhwc stream two-launch 3 windows apply parts 5", BN, F16, 16, 192, 24, 20, 0, 1, 0, 1, 2, 0, 0, 1, 1, 1, 0,
-     0.5, 0, 0, 0, 0, 2, 0},
-    {"bn bf16 nhwc stream 512 channels apply parts 7", BN, BF16, 8, 512, 45, 45, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 1.0,
-     0, 0, 0, 0, 0, 0},
-    {"bn f32 nhwc stream two-launch misaligned apply parts 2", BN, F32, 4, 16, 8, 8, 0, 1, 0, 1, 1, 0, 0, 1, 1, 0, 1,
-     1.0, 0, 1, 0, 0, 2, 0},
-    {"bn bf16 nhwc stream two-launch big apply parts 16", BN, BF16, 64, 128, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0,
-     0.5, 0, 0, 0, 0, 2, 0},
-    {"bn f16 nhwc stream two-launch gap early apply parts 1", BN, F16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 1, 1, 0,
-     2.0, 0, 1, 0, 0, 2, 0},
     {"bn bf16 nhwc stream two-launch early", BN, BF16, 64, 128, 32, 32, 0, 1, 0, 2, 2, 0, 0, 1, 1, 1, 0, 0.5, 0, 1, 0,
      0, 2, 0},
     {"bn f16 nhwc stream two-launch gap early", BN, F16, 7, 64, 5, 3, 0, 1, 8, 2, 2, 1, 0, 1, 1, 1, 0, 2.0, 0, 1, 0, 0,
@@ -431,8 +417,6 @@ static int run_gpu(run *r, frost_graph *g, const frost__device *dev, int backwar
         setenv("FROST_CNORM_STREAM_SPLIT", "0", 1);
     if (strstr(c->name, "3 blocks"))
         setenv("FROST_CNORM_STREAM_BLOCKS", "3", 1);
-    if (strstr(c->name, "apply parts "))
-        setenv("FROST_CNORM_APPLY_ROWS", strstr(c->name, "apply parts ") + strlen("apply parts "), 1);
     if (c->plane)
         setenv("FROST_CNORM_PLANE", c->plane > 0 ? "1" : "0", 1);
     if (strstr(c->name, "8 units"))
@@ -442,7 +426,6 @@ static int run_gpu(run *r, frost_graph *g, const frost__device *dev, int backwar
     unsetenv("FROST_CNORM_STREAM_EARLY");
     unsetenv("FROST_CNORM_STREAM_SPLIT");
     unsetenv("FROST_CNORM_STREAM_BLOCKS");
-    unsetenv("FROST_CNORM_APPLY_ROWS");
     unsetenv("FROST_CNORM_TILE_KB");
     unsetenv("FROST_CNORM_BLOCKS");
     unsetenv("FROST_CNORM_CLUSTER");
@@ -611,27 +594,6 @@ static void run_case(const ccase *c, uint64_t seed, int index, frost_context *cp
         if (streamed && two_launches && merge_kernel && !strstr(explain, strstr(c->name, "3 blocks") ? "3 blocks per SM"
                                                                                                    : "2 blocks per SM"))
             tu_failf("the two-launch form's blocks per SM are not the case's:\n%s", explain);
-        /* "apply parts R": the output launch cuts each tile of `rows` rows into
-         * round(rows / R) parts (at least 1, at most rows), a block a part; else a block a tile */
-        if (streamed && two_launches && split) {
-            const char *parts = strstr(c->name, "apply parts "), *tiles = strstr(explain, " tiles of ");
-            long long rows = 0;
-            int got = 1;
-            const char *cut = strstr(explain, "the output launch cuts each tile into ");
-            if (cut)
-                got = atoi(cut + strlen("the output launch cuts each tile into "));
-            if (!tiles || sscanf(tiles, " tiles of %lld rows", &rows) != 1)
-                tu_failf("explain does not give the stream path's rows a tile:\n%s", explain);
-            long long want = 1;
-            if (parts) {
-                const long long R = atoll(parts + strlen("apply parts "));
-                want = (rows + R / 2) / R;
-                want = want < 1 ? 1 : want > rows ? rows : want;
-            }
-            if (got != want)
-                tu_failf("the output launch cut each tile of %lld rows into %d parts, expected %lld:\n%s", rows, got,
-                         want, explain);
-        }
         if (streamed && two_launches != (c->stream != 1))
             tu_failf("the stream path's %s form, expected the other:\n%s", two_launches ? "two-launch" : "one-launch",
                      explain);

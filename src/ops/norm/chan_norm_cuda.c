@@ -46,8 +46,7 @@
  * between them) and then the output, with the first rows of each tile kept in L2 between
  * them (each launch an entry point of its own, cnorm_stream_{fwd,bwd}_{stats,apply}_kernel,
  * whose registers serve its loop alone; FROST_CNORM_STREAM_SPLIT=0 runs both launches on the
- * combined kernel; FROST_CNORM_APPLY_ROWS=R runs the output launch as a block per part of
- * about R rows of a tile, k_tiles x parts blocks); or (FROST_CNORM_STREAM=1) one launch
+ * combined kernel); or (FROST_CNORM_STREAM=1) one launch
  * of a resident grid that reads each window once from HBM for the sums and again from L2
  * for the output.
  *
@@ -107,7 +106,6 @@ typedef struct cnorm_plan {
     frost__kernel *kernels[NUM_ENTRIES];
     int64_t counters; /* RESIDENT with an exchange: the counters to zero before the launch */
     unsigned grid_main, grid_finalize, grid_dparams;
-    unsigned grid_apply; /* the stream path's output entry point: k_tiles x apply_parts blocks */
     size_t workspace;
     cnorm_params params; /* everything but the pointers and the mode */
 } cnorm_plan;
@@ -254,7 +252,6 @@ static void fill_params(const frost__cnorm_problem *p, cnorm_plan *pl)
     k->arrivals = (int32_t)(geo->stream ? CNS_GROUPS(geo->k_tiles) : geo->k_tiles);
     k->keep_rows = (int32_t)geo->keep_rows;
     k->early_rows = (int32_t)(pl->early ? geo->early_rows : 0);
-    k->apply_parts = (int32_t)(pl->use[ENTRY_APPLY] && geo->apply_parts > 1 ? geo->apply_parts : 1);
     k->ramp_cycles = (int32_t)geo->ramp_cycles;
     k->ramp_classes = (int32_t)geo->ramp_classes;
     k->first_wave = (int32_t)(geo->first_wave < INT32_MAX ? geo->first_wave : INT32_MAX);
@@ -498,7 +495,6 @@ static frost_status cnorm_build(const frost_context *ctx, const frost__node *n, 
                                (long long)pl->geo.k_tiles, (long long)(fit * dev->sm_count), k->attrs.registers,
                                pl->geo.smem);
         pl->grid_main = (unsigned)pl->geo.k_tiles;
-        pl->grid_apply = (unsigned)(pl->geo.k_tiles * pl->params.apply_parts);
         return FROST_OK;
     }
     /* blocks per SM: what registers and shared memory allow, up to the geometry's count for
@@ -591,10 +587,8 @@ static frost_status cnorm_execute(const frost_context *ctx, const frost__node *n
         s = launch(ctx, pl->kernels[ENTRY_FINALIZE], pl->grid_finalize, CNORM_FIN_THREADS, 0, &k, stream, pl->early);
     if (s == FROST_OK && pl->use[ENTRY_MAIN] && two_passes) {
         k.mode = CNORM_MODE_APPLY;
-        s = pl->use[ENTRY_APPLY] ? launch(ctx, pl->kernels[ENTRY_APPLY], pl->grid_apply, threads, pl->geo.smem, &k,
-                                          stream, pl->early)
-                                 : launch(ctx, pl->kernels[ENTRY_MAIN], pl->grid_main, threads, pl->geo.smem, &k,
-                                          stream, pl->early);
+        s = launch(ctx, pl->kernels[pl->use[ENTRY_APPLY] ? ENTRY_APPLY : ENTRY_MAIN], pl->grid_main, threads,
+                   pl->geo.smem, &k, stream, pl->early);
     }
     if (s == FROST_OK && pl->use[ENTRY_DPARAMS])
         s = launch(ctx, pl->kernels[ENTRY_DPARAMS], pl->grid_dparams, CNORM_THREADS, 0, &k, stream,
@@ -664,9 +658,6 @@ static void cnorm_describe(const void *plan, frost__buf *out)
                 frost__buf_printf(out, "; the output launch asks L2 for the next %d rows of each tile while the "
                                        "merge runs",
                                   pl->params.early_rows);
-            if (pl->params.apply_parts > 1)
-                frost__buf_printf(out, "; the output launch cuts each tile into %d parts, a block a part (%u blocks)",
-                                  pl->params.apply_parts, pl->grid_apply);
         } else if (geo->stream == 2)
             frost__buf_printf(out, ", in two passes over x%s: every window's %s (from HBM; the first %lld rows of "
                                    "each tile kept in L2) with a fixed-order merge in two levels in the same launch "

@@ -38,8 +38,6 @@ typedef struct cnorm_geometry {
     int64_t keep_rows; /* stream path: the rows of a tile whose first read keeps them in L2 for the second */
     int64_t early_rows; /* two-launch stream path: the rows of a tile after keep_rows that the output launch
                            asks L2 for before the statistics are final */
-    int64_t apply_parts; /* two-launch stream path: the output launch's blocks a tile (FROST_CNORM_APPLY_ROWS); 1:
-                            a block a tile, as the statistics launch */
     int64_t held;      /* NCHW cluster path: the rows of a tile held in shared memory, when fewer than rows (the
                           others are read twice, the second time mostly from L2); else 0 */
     int64_t plane;       /* > 0: the plane path (chan_norm_plane.cu), its threads per block, a block a plane */

@@ -391,9 +391,7 @@ int frost__cnorm_choose_cluster(const cnorm_shape *s, const cnorm_device *dev, c
  * longest runs; the first keep_rows rows of every tile are read with an evict-last hint so
  * that the second launch finds them in L2 (as many as 60 % of L2 holds), and the next
  * early_rows (CNS_EARLY_L2_PCT percent of L2, FROST_CNORM_STREAM_EARLY) are asked of L2 by
- * the second launch's blocks while the finalize kernel still merges.  The second launch
- * runs a block a tile, or with FROST_CNORM_APPLY_ROWS = R a block per part of about R rows
- * of a tile (apply_parts parts a tile).
+ * the second launch's blocks while the finalize kernel still merges.
  *
  * The one-launch form (FROST_CNORM_STREAM = 1): all blocks resident, windows overlapped
  * through L2.  The window: the narrowest whose pixel run is a whole 128-byte line (C itself
@@ -460,13 +458,6 @@ int frost__cnorm_choose_stream(const cnorm_shape *s, const cnorm_device *dev, cn
             const int64_t fit = (int64_t)((double)dev->l2_bytes * (double)pct / 100.0) / (out->k_tiles * row_bytes);
             out->early_rows = fit < out->rows - out->keep_rows ? fit : out->rows - out->keep_rows;
         }
-        /* the output launch: a block a tile, or (FROST_CNORM_APPLY_ROWS = R) each tile cut into
-         * parts of about R rows, a block a part, so that the hardware balances the blocks */
-        const int64_t part_rows = form == 2 ? env_int("FROST_CNORM_APPLY_ROWS", 1, INT32_MAX) : 0;
-        out->apply_parts = part_rows ? (out->rows + part_rows / 2) / part_rows : 1;
-        out->apply_parts = out->apply_parts < 1 ? 1 : out->apply_parts > out->rows ? out->rows : out->apply_parts;
-        if ((double)out->apply_parts * (double)out->k_tiles > INT32_MAX)
-            out->apply_parts = 1;
         out->smem = smem;
         return 1;
     }

@@ -202,8 +202,6 @@ typedef struct cnorm_params {
                              hint) for the second read; the others are read evict-first */
     int32_t early_rows;   /* two-launch stream path: the output launch's L2 prefetch of rows keep_rows to
                              keep_rows + early_rows of its tiles, issued before it waits for the statistics */
-    int32_t apply_parts;  /* two-launch stream path: the output launch's blocks a tile (k_tiles x apply_parts
-                             blocks; 1: block b takes tile b) */
     int32_t ramp_cycles;  /* cluster path: the first wave's clusters start over this many SM cycles, in */
     int32_t ramp_classes; /* ramp_classes evenly spaced classes (chan_norm_cluster.cu, cc_ramp); 0: at once */
     int32_t first_wave;   /* cluster path: the tiles of the first wave (SMs x resident blocks) */

@@ -578,21 +578,6 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, CNS_MIN_BLOCKS)
 #endif
 enum { CS_FWD_STATS, CS_FWD_APPLY, CS_BWD_STATS, CS_BWD_APPLY };
 
-/* The rows of the output launch's block: part blockIdx.x / k_tiles of tile blockIdx.x %
- * k_tiles of window s (apply_parts parts a tile, the first k_tiles blocks each tile's first
- * part, so that they start where the statistics launch's blocks did: at the rows kept in L2). */
-FROST_DEVICE cnorm_tile cs_apply_part(const cnorm_params *p, int s)
-{
-    const int tile = (int)blockIdx.x % p->k_tiles, part = (int)blockIdx.x / p->k_tiles, parts = p->apply_parts;
-    cnorm_tile tl = cn_tile(p, s * p->k_tiles + tile);
-    if (parts > 1) {
-        const int lo = (int)((int64_t)tl.nq * part / parts), hi = (int)((int64_t)tl.nq * (part + 1) / parts);
-        tl.q0 += lo;
-        tl.nq = hi - lo;
-    }
-    return tl;
-}
-
 /* Every window's tile of this block through one launch of the two-launch form with the
  * finalize kernel's merge (stage: a CS_* constant, so that each entry point compiles its own
  * loop alone). */
@@ -603,10 +588,9 @@ FROST_DEVICE void cs_two_launch(const cnorm_params *p, const int stage)
     cs_carve(p, (unsigned char *)cnorm_smem, &m);
     const cc_map w = cc_map_make(p);
     const uint64_t keep = cn_l2_policy(true), drop = cn_l2_policy(false);
-    const bool output = stage == CS_FWD_APPLY || stage == CS_BWD_APPLY;
     for (int s = 0; s < p->windows; s++) {
-        const int t = s * p->k_tiles + (int)blockIdx.x; /* the statistics launch's tile */
-        const cnorm_tile tl = output ? cs_apply_part(p, s) : cn_tile(p, t);
+        const int t = s * p->k_tiles + (int)blockIdx.x;
+        const cnorm_tile tl = cn_tile(p, t);
         if (stage == CS_FWD_STATS) {
             cs_stats(p, &tl, t, &w, &m, keep, drop, false);
         } else if (stage == CS_FWD_APPLY) {
@@ -631,13 +615,12 @@ extern "C" __global__ void __launch_bounds__(CNC_THREADS, STREAM_BLOCKS)
 }
 
 /* The output launch starts while the finalize kernel merges (a programmatic dependent launch):
- * before it waits, the block of each tile's first part asks L2 (cn_prefetch_tile) for rows
- * keep_rows to keep_rows + early_rows of its tile of window 0 (x, and dy for the backward),
- * the first rows the second read would otherwise take from HBM, so that HBM works through
- * the merge. */
+ * before it waits, each block asks L2 (cn_prefetch_tile) for rows keep_rows to keep_rows +
+ * early_rows of its tile of window 0 (x, and dy for the backward), the first rows its second
+ * read would otherwise take from HBM, so that HBM works through the merge. */
 FROST_DEVICE void cs_prefetch_early(const cnorm_params *p, const bool with_dy)
 {
-    if (p->early_rows <= 0 || (int)blockIdx.x >= p->k_tiles) /* the blocks of each tile's first part */
+    if (p->early_rows <= 0)
         return;
     cnorm_tile rows = cn_tile(p, (int)blockIdx.x);
     const int first = min(p->keep_rows, rows.nq);
