@@ -39,7 +39,7 @@ typedef struct bcase {
     frost_dtype dtype;
     frost_dtype param_dtype; /* RMSNorm, LayerNorm: scale and bias; FROST_DTYPE_INVALID = dtype */
     int rms_bias;            /* RMSNorm with a bias (forward) and d_bias (backward) */
-    int y_only;              /* RMSNorm, LayerNorm, AdaLayerNorm forward: inference phase, y alone (no mean / inv_std) */
+    int y_only;              /* RMSNorm, LayerNorm, AdaLayerNorm forward: inference phase, y alone */
     int64_t b, h_q, h_kv, s_q, s_kv, d, d_v; /* attention; AdaLayerNorm uses b, s_q and c */
     int causal, bshd;
     int64_t rows, cols;         /* RMSNorm, LayerNorm */
@@ -79,7 +79,6 @@ static int row_rms_bias(const bcase *c)
 {
     return c->rms_bias && (c->op == OP_RMS_FWD || c->op == OP_RMS_BWD);
 }
-/* The row norms' --slice (0: packed rows; other ops ignore it). */
 /* The forward in the inference phase: y alone, no saved statistics (what torch's forward under
  * no_grad gives through torch.compile); the training forward also writes mean (LayerNorm) and
  * inv_std, 4 bytes each a row, which the byte count leaves out. */
@@ -87,6 +86,7 @@ static int row_y_only(const bcase *c)
 {
     return c->y_only && (c->op == OP_RMS_FWD || c->op == OP_LN_FWD || c->op == OP_ADALN_FWD);
 }
+/* The row norms' --slice (0: packed rows; other ops ignore it). */
 static int64_t row_slice(const bcase *c)
 {
     return c->op >= OP_RMS_FWD && c->op <= OP_LN_BWD ? c->slice : 0;

@@ -24,7 +24,8 @@ metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
 metrics+=,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed
 metrics+=,launch__grid_size,launch__block_size,launch__registers_per_thread
 metrics+=,launch__shared_mem_per_block_dynamic,launch__shared_mem_per_block_static,launch__occupancy_limit_registers
-metrics+=,launch__occupancy_limit_shared_mem,launch__occupancy_limit_blocks,sm__warps_active.avg.pct_of_peak_sustained_active
+metrics+=,launch__occupancy_limit_shared_mem,launch__occupancy_limit_blocks
+metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active
 metrics+=,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active
 metrics+=,smsp__average_warp_latency_per_inst_issued.ratio,l1tex__t_bytes.sum,lts__t_bytes.sum
 for spec in "$@"; do
@@ -34,9 +35,10 @@ for spec in "$@"; do
     y_only=false
     [[ " $* " == *" --y-only "* ]] && y_only=true
     tag=$op-$rows-$cols
+    rm -f "$work"/*.csv "$work"/*.ncu-rep
     echo "== $spec" | tee -a "$txt"
-    ncu --set "${NCU_SET:-full}" --kernel-name regex:norm_fwd --launch-skip 4 --launch-count 1 -f -o "$work/frost-$tag" \
-        "$BUILD/tools/frost-bench" --op "$op" --rows "$rows" --cols "$cols" "$@" --runs 3 --warmup 2 --sets 1 \
+    ncu --set "${NCU_SET:-full}" --kernel-name regex:norm_fwd --launch-skip 4 --launch-count 1 -f \
+        -o "$work/frost-$tag" "$BUILD/tools/frost-bench" --op "$op" --rows "$rows" --cols "$cols" "$@" --runs 3 --warmup 2 --sets 1 \
         >"$work/frost.log" 2>&1 || tail -5 "$work/frost.log" | tee -a "$txt"
     echo "{\"op\":\"$op\",\"dtype\":\"bf16\",\"rows\":$rows,\"cols\":$cols,\"y_only\":$y_only}" >"$work/case.jsonl"
     ncu --set "${NCU_SET:-full}" --profile-from-start off --kernel-name regex:triton --launch-count 1 -f \
@@ -56,7 +58,8 @@ def read(path):
     if len(rows) < 3:
         return {}, ""
     head, units, vals = rows[0], rows[1], rows[2]
-    return {h: (v, u) for h, u, v in zip(head, units, vals)}, vals[head.index("Kernel Name")] if "Kernel Name" in head else ""
+    name = vals[head.index("Kernel Name")] if "Kernel Name" in head else ""
+    return {h: (v, u) for h, u, v in zip(head, units, vals)}, name
 f, fname = read(sys.argv[1])
 t, tname = read(sys.argv[2])
 print(f"kernels: frost {fname[:60]} | torch.compile {tname[:60]}")

@@ -351,7 +351,8 @@ static int usage(void)
                     "       --s N --s-q N --s-kv N --d N --d-v N --causal --layout bhsd|bshd] [--rows N --cols N]\n"
                     "       [--n N --c N --height N --width N --groups N --layout nhwc|nchw]\n"
                     "       [--dtype bf16|f16|f32] [--param-dtype bf16|f16|f32] [--runs N] [--warmup N] [--sets N]\n"
-                    "       [--rms-bias] [--y-only] [--slice N] [--seed N] [--device N] [--json FILE] [--list] [--explain] [--cpu] [--exact] [--check]\n"
+                    "       [--rms-bias] [--y-only] [--slice N] [--seed N] [--device N] [--json FILE] [--list]\n"
+                    "       [--explain] [--cpu] [--exact] [--check]\n"
                     "  OP: sdpa_fwd sdpa_bwd rmsnorm_fwd rmsnorm_bwd layernorm_fwd layernorm_bwd groupnorm_fwd\n"
                     "      groupnorm_bwd instancenorm_fwd instancenorm_bwd batchnorm_fwd batchnorm_bwd\n"
                     "      adalayernorm_fwd adalayernorm_bwd (AdaLayerNorm: --b, --s, --c)\n");
