@@ -97,6 +97,8 @@ static const ncase table[] = {
     {"ln bf16 16385 odd (scalar chunked)", LN, BF16, 9, 16385, 0, 0, 2, 2, 0, 0, 1, 0, 0, 0},
     {"ln bf16 4096 inference", LN, BF16, 101, 4096, 0, 0, 2, 2, 0, 1, 0, 0, 0, 0},
     {"rms f16 1000 inference + bwd", RMS, F16, 60, 1000, 0, 0, 2, 0, 0, 1, 1, 0, 0, 0},
+    {"ln bf16 128 inference (the report's y-only rows)", LN, BF16, 1000, 128, 0, 0, 2, 2, 0, 1, 0, 0, 0, 1.0},
+    {"rms bf16 128 inference", RMS, BF16, 777, 128, 0, 0, 2, 0, 0, 1, 0, 0, 0, 0},
     {"ln bf16 4096 misaligned (fallback)", LN, BF16, 70, 4096, 0, 0, 2, 2, 0, 0, 1, 1, 1, 0},
     {"rms f32 1000 misaligned", RMS, F32, 50, 1000, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0},
     {"ln bf16 1000 gap 3 (scalar rows)", LN, BF16, 80, 1000, 0, 3, 2, 2, 0, 0, 1, 0, 0, 0},
