@@ -105,6 +105,11 @@ def layout_flag(c, rec):
     return flag + (" (host)" if rec.get("host_bound") else "")
 
 
+def op_label(c):
+    """The op's name, marked when frost ran its inference forward (y alone)."""
+    return c["op"] + (" (y only)" if c.get("y_only") else "")
+
+
 def shape_cells(c):
     if c["op"] in SDPA_OPS:
         extra = (f" d_v={c['d_v']}" if c["d_v"] != c["d"] else "") + (" bshd" if c["layout"] == "bshd" else "")
@@ -113,7 +118,7 @@ def shape_cells(c):
         return [c["op"], str(c["d"]) + extra, s, "yes" if c["causal"] else "no", f"{c['b']}×{heads}"]
     if c["op"] in CNORM_OPS:
         return [c["op"], f"{c['n']}×{c['c']}×{c['h']}×{c['w']}", c["layout"], str(c.get("groups", ""))]
-    op = c["op"] + (" (y only)" if c.get("y_only") else "")
+    op = op_label(c)
     if c["op"] in ADALN_OPS:
         return [op, f"{c['b']}×{c['s']}×{c['c']}", "[B,1,C] scale, shift", ""]
     return [op, f"{c['rows']} × {c['cols']}"]
@@ -121,7 +126,7 @@ def shape_cells(c):
 
 def summary_key(c):
     """Ratios are averaged per op, and per layout for the channel norms."""
-    return f"{c['op']} {c['layout']}" if c["op"] in CNORM_OPS else c["op"] + (" (y only)" if c.get("y_only") else "")
+    return f"{c['op']} {c['layout']}" if c["op"] in CNORM_OPS else op_label(c)
 
 
 HEADS = {"attn": ["op", "d", "s", "causal", "b×h"], "norm": ["op", "rows × hidden"],
