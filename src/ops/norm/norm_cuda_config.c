@@ -103,7 +103,9 @@ static const tile_rule tile_rules[2][3] = {
  * sahead (staged backward
  * rows: saved statistics read that many rows ahead, 1-8; 2 by default, 1 at 4 units a thread),
  * xf32 (forward with 16-bit I/O, vector rows: 1 converts a thread's row to f32 once instead
- * of in every pass over it, LN_WIDE in norm_fwd.cu). */
+ * of in every pass over it, LN_WIDE in norm_fwd.cu), gbar (1 or 2: row groups of 2+ warps
+ * that share a block take their reductions' barriers on a named barrier each, GROUP_BAR in
+ * norm_kernel.cuh). */
 int frost__norm_tune(const char *name, int dflt)
 {
     const char *env = getenv("FROST_NORM_TUNE");
@@ -532,6 +534,14 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
         frost__key_define(k, "L2_256", NULL);
     if (plan->minb > 0)
         frost__key_define(k, "MINB", "%d", plan->minb);
+    /* Blocks of several row groups of 2+ warps (1000-2048 bf16 columns): each group's
+     * reductions wait on a named barrier of its own instead of the whole block's
+     * (GROUP_BAR, norm_kernel.cuh; FROST_NORM_TUNE gbar=1 literal barrier ids, 2 an id in a
+     * register); off unless set. */
+    const int gbar = frost__norm_tune("gbar", 0);
+    if ((gbar == 1 || gbar == 2) && !plan->looped && plan->group > 32 && plan->group < plan->block &&
+        plan->block / plan->group <= 15)
+        frost__key_define(k, "GROUP_BAR", "%d", gbar);
     /* LayerNorm forward rows that fill their row group exactly (every warp holds as many
      * columns) take their statistics with one barrier (LN_MERGE, norm_fwd.cu): 1.01-1.03x at
      * 1024, 4096, 8192 and 16384 columns in two sweeps of 2026-12-03 (docs/PERF.md), 0.87x at

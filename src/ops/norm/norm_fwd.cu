@@ -250,7 +250,7 @@ FROST_DEVICE void fwd_layer_stats(const norm_fwd_params *p, const uint32_t *cur,
         buf[3 * (threadIdx.x / 32) + 1] = mw;
         buf[3 * (threadIdx.x / 32) + 2] = qw;
     }
-    __syncthreads();
+    norm_group_barrier();
     /* lane l takes warp l % (GROUP / 32) of the row; butterflies add over the warps */
     const float *mine = buf + 3 * ((threadIdx.x / GROUP) * (GROUP / 32) + (threadIdx.x & 31) % (GROUP / 32));
     const float n_l = mine[0], m_l = mine[1];
