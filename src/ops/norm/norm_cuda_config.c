@@ -537,8 +537,11 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
     /* Blocks of several row groups of 2+ warps (1000-2048 bf16 columns): each group's
      * reductions wait on a named barrier of its own instead of the whole block's
      * (GROUP_BAR, norm_kernel.cuh; FROST_NORM_TUNE gbar=1 literal barrier ids, 2 an id in a
-     * register); off unless set. */
-    const int gbar = frost__norm_tune("gbar", 0);
+     * register, 0 the block's barrier).  H100, 2026-12-07 16:23 UTC (docs/PERF.md), an id
+     * in a register against the block's barrier: backward 1.009x (RMSNorm 65536 x 1024)
+     * and 1.002x (LayerNorm 16384 x 1000), forward 0.99-1.005x; so the backward only.
+     * Literal ids (a switch) spilled 16-28 B in 10 of 153 keys and ran 0.89-1.00x. */
+    const int gbar = frost__norm_tune("gbar", p->backward ? 2 : 0);
     if ((gbar == 1 || gbar == 2) && !plan->looped && plan->group > 32 && plan->group < plan->block &&
         plan->block / plan->group <= 15)
         frost__key_define(k, "GROUP_BAR", "%d", gbar);
