@@ -103,9 +103,9 @@ static const tile_rule tile_rules[2][3] = {
  * sahead (staged backward
  * rows: saved statistics read that many rows ahead, 1-8; 2 by default, 1 at 4 units a thread),
  * xf32 (forward with 16-bit I/O, vector rows: 1 converts a thread's row to f32 once instead
- * of in every pass over it, LN_WIDE in norm_fwd.cu), gbar (1 or 2: row groups of 2+ warps
- * that share a block take their reductions' barriers on a named barrier each, GROUP_BAR in
- * norm_kernel.cuh). */
+ * of in every pass over it, LN_WIDE in norm_fwd.cu), gbar (1: row groups of 2+ warps that
+ * share a block take their reductions' barriers on a named barrier each, GROUP_BAR in
+ * norm_kernel.cuh; the backward's default; 0: the block's barrier). */
 int frost__norm_tune(const char *name, int dflt)
 {
     const char *env = getenv("FROST_NORM_TUNE");
@@ -536,15 +536,12 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
         frost__key_define(k, "MINB", "%d", plan->minb);
     /* Blocks of several row groups of 2+ warps (1000-2048 bf16 columns): each group's
      * reductions wait on a named barrier of its own instead of the whole block's
-     * (GROUP_BAR, norm_kernel.cuh; FROST_NORM_TUNE gbar=1 literal barrier ids, 2 an id in a
-     * register, 0 the block's barrier).  H100, 2026-12-07 16:23 UTC (docs/PERF.md), an id
-     * in a register against the block's barrier: backward 1.009x (RMSNorm 65536 x 1024)
-     * and 1.002x (LayerNorm 16384 x 1000), forward 0.99-1.005x; so the backward only.
-     * Literal ids (a switch) spilled 16-28 B in 10 of 153 keys and ran 0.89-1.00x. */
-    const int gbar = frost__norm_tune("gbar", p->backward ? 2 : 0);
-    if ((gbar == 1 || gbar == 2) && !plan->looped && plan->group > 32 && plan->group < plan->block &&
+     * (GROUP_BAR, norm_kernel.cuh).  H100, 2026-12-07 16:23 UTC (docs/PERF.md): backward
+     * 1.009x (RMSNorm 65536 x 1024) and 1.002x (LayerNorm 16384 x 1000), forward
+     * 0.99-1.005x; so the backward only. */
+    if (frost__norm_tune("gbar", p->backward) && !plan->looped && plan->group > 32 && plan->group < plan->block &&
         plan->block / plan->group <= 15)
-        frost__key_define(k, "GROUP_BAR", "%d", gbar);
+        frost__key_define(k, "GROUP_BAR", NULL);
     /* LayerNorm forward rows that fill their row group exactly (every warp holds as many
      * columns) take their statistics with one barrier (LN_MERGE, norm_fwd.cu): 1.01-1.03x at
      * 1024, 4096, 8192 and 16384 columns in two sweeps of 2026-12-03 (docs/PERF.md), 0.87x at

@@ -603,46 +603,12 @@ FROST_DEVICE void norm_red_wait(const norm_red *r, unsigned h)
 #if BLOCK / GROUP > 15
 #error "GROUP_BAR: a named barrier per row group needs at most 15 row groups a block"
 #endif
-#if GROUP_BAR == 2
-/* the barrier id from a register: ptxas then reserves all 16 of the block's barriers */
+/* The id comes from a register, so ptxas reserves all 16 of the block's barriers.  (Literal
+ * ids through a switch reserved fewer but spilled in 10 of 153 keys: docs/PERF.md.) */
 FROST_DEVICE void norm_group_barrier(void)
 {
     asm volatile("bar.sync %0, %1;" ::"r"(1 + (int)threadIdx.x / GROUP), "n"(GROUP) : "memory");
 }
-#else
-/* Barrier ids are literals, so that ptxas reserves 1 + ROWS_PER_BLOCK of them, not all 16. */
-#define NORM_GROUP_BAR(g)                                          \
-    case g - 1:                                                    \
-        asm volatile("bar.sync " #g ", %0;" ::"n"(GROUP) : "memory"); \
-        break
-FROST_DEVICE void norm_group_barrier(void)
-{
-    switch ((int)threadIdx.x / GROUP) { /* warp-uniform: GROUP is a multiple of 32 */
-        NORM_GROUP_BAR(1);
-        NORM_GROUP_BAR(2);
-#if ROWS_PER_BLOCK > 2
-        NORM_GROUP_BAR(3);
-        NORM_GROUP_BAR(4);
-#endif
-#if ROWS_PER_BLOCK > 4
-        NORM_GROUP_BAR(5);
-        NORM_GROUP_BAR(6);
-        NORM_GROUP_BAR(7);
-        NORM_GROUP_BAR(8);
-#endif
-#if ROWS_PER_BLOCK > 8
-        NORM_GROUP_BAR(9);
-        NORM_GROUP_BAR(10);
-        NORM_GROUP_BAR(11);
-        NORM_GROUP_BAR(12);
-        NORM_GROUP_BAR(13);
-        NORM_GROUP_BAR(14);
-        NORM_GROUP_BAR(15);
-#endif
-    }
-}
-#undef NORM_GROUP_BAR
-#endif
 #else
 FROST_DEVICE void norm_group_barrier(void)
 {
