@@ -536,9 +536,9 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
         frost__key_define(k, "MINB", "%d", plan->minb);
     /* Blocks of several row groups of 2+ warps (1000-2048 bf16 columns): each group's
      * reductions wait on a named barrier of its own instead of the whole block's
-     * (GROUP_BAR, norm_kernel.cuh).  H100, 2026-12-07 16:23 UTC (docs/PERF.md): backward
-     * 1.009x (RMSNorm 65536 x 1024) and 1.002x (LayerNorm 16384 x 1000), forward
-     * 0.99-1.005x; so the backward only. */
+     * (GROUP_BAR, norm_kernel.cuh).  H100, 2026-12-07 16:23 and 16:43 UTC (docs/PERF.md):
+     * backward RMSNorm 65536 x 1024 1.006-1.009x, LayerNorm 16384 x 1000 0.996-1.003x;
+     * forward 0.99-1.005x; so the backward only. */
     if (frost__norm_tune("gbar", p->backward) && !plan->looped && plan->group > 32 && plan->group < plan->block &&
         plan->block / plan->group <= 15)
         frost__key_define(k, "GROUP_BAR", NULL);
