@@ -73,6 +73,10 @@ static const plan_case cases[] = {
     {"tune: stages=3,persist=1", 1, 0, 16384, 4096, FROST_BF16, "stages=3,persist=1", 256, 2, 0, 3, 1, "STAGES=3"},
     {"tune: l2=1 reaches the key", 0, 1, 16384, 4096, FROST_BF16, "l2=1", 256, 2, 0, 2, 1, "L2_256"},
     {"tune: bcl=0 keeps backward blocks apart", 0, 1, 16384, 4096, FROST_BF16, "bcl=0", 256, 2, 0, 2, 1, NULL},
+    {"ln bwd 1000: 4 row groups, a named barrier each", 0, 1, 16384, 1000, FROST_BF16, NULL, 64, 2, 0, 2, 1,
+     "GROUP_BAR"},
+    {"tune: gbar=0 keeps the block barrier", 1, 1, 65536, 1024, FROST_BF16, "gbar=0", 64, 2, 0, 2, 1, "GROUP=64"},
+    {"tune: gbar=1 reaches the forward", 1, 0, 65536, 1024, FROST_BF16, "gbar=1", 64, 2, 0, 2, 0, "GROUP_BAR"},
     {"tune: bcl=4 on 512-thread rows", 1, 1, 8192, 8192, FROST_BF16, "bcl=4", 512, 2, 0, 2, 1, "BWD_CLUSTER=4"},
     {"tune: nv=4 on 4096", 1, 0, 16384, 4096, FROST_BF16, "nv=4", 128, 4, 0, 2, 0, "NV=4"},
     {"tune: stages=0 is register prefetch", 0, 0, 8192, 8192, FROST_BF16, "stages=0", 256, 4, 0, 0, 0, NULL},
@@ -236,6 +240,12 @@ static void run_case(int index, int at)
         snprintf(minb, sizeof minb, "MINB=%d", want_minb);
         if (want_minb ? !strstr(k, minb) : strstr(k, "MINB=") != NULL)
             tu_failf("key %s: expected %s", k, want_minb ? minb : "no MINB");
+        /* named barriers per row group: the backward's blocks of several groups of 2+ warps,
+         * unless gbar=0; the forward's only with gbar=1 */
+        const int gbar = c->tune && strstr(c->tune, "gbar=") ? atoi(strstr(c->tune, "gbar=") + 5) : c->backward;
+        const int want_gbar = gbar && !plan.looped && plan.group > 32 && plan.group < plan.block;
+        if (!!strstr(k, "GROUP_BAR") != want_gbar)
+            tu_failf("key %s: expected GROUP_BAR %d", k, want_gbar);
         if (!c->tune && !c->backward && strstr(k, "LN_EXACT"))
             tu_failf("key %s subtracts before the fma without FROST_NORM_TUNE lnfma=0", k);
         /* the backward's reduce: 32 slices of partial rows a block when both gradients' positions
