@@ -10,8 +10,9 @@
  *   - SCALE, BIAS, D_SCALE, D_BIAS: inner_stride, and outer_stride with 0 on every outer
  *     dim the parameter does not carry (so always 0 for LayerNorm and RMSNorm, whose
  *     parameters have no outer dims or only 1s there).
- * inner_contiguous says the inner dims collapse to one run of stride 1; kernels that
- * need rows evenly spaced collapse the outer strides with frost__norm_collapse().
+ * inner_contiguous says the inner dims collapse to one run of stride 1
+ * (frost__norm_collapse()); the cuda kernels fold the outer strides into row levels
+ * (frost__norm_row_map, norm_cuda_config.c).
  *
  * AdaLayerNorm is LayerNorm (kind FROST__NORM_LAYER) whose parameters may carry X's outer
  * dims: X [B, S, C] with scale, bias [B, 1, C] is the typical case.  param_outer_dims[k]

@@ -404,7 +404,7 @@ const frost__op_impl frost__norm_fwd_cuda = {
                 "or the I/O dtype, zero-centred scale, "
                 "saved statistics, per-sample parameters whose sample dims are "
                 "one run of x's outer dims ([B, 1, C], "
-                "[1, S, C], [B, S, C]); needs evenly spaced rows and "
+                "[1, S, C], [B, S, C]); rows at any outer strides; needs "
                 "contiguous normalized dims",
 };
 
