@@ -178,10 +178,11 @@ def label(c):
     if c["op"] in CNORM_OPS:
         g = f" G={c['groups']}" if "groups" in c else ""
         return f"{c['n']}x{c['c']}x{c['h']}x{c['w']} {c['layout']}{g}"
+    y_only = " y only" if c.get("y_only") else ""
     if c["op"] in ADALN_OPS:
-        return f"{c['b']} x {c['s']} x {c['c']}, [B,1,C] params" + (" y only" if c.get("y_only") else "")
+        return f"{c['b']} x {c['s']} x {c['c']}, [B,1,C] params{y_only}"
     return (f"{c['rows']} x {c['cols']}" + (f" params {c['param_dtype']}" if "param_dtype" in c else "")
-            + (" bias" if c.get("rms_bias") else "") + (" y only" if c.get("y_only") else ""))
+            + (" bias" if c.get("rms_bias") else "") + y_only)
 
 
 def impls_for(c, wanted):
