@@ -726,21 +726,14 @@ FROST_DEVICE void norm_cp_async_drain(void)
 }
 
 /* Starts the copy of the thread's units of one row (of tensor t) into ring slot `stage`;
- * units past cols are zero-filled without reading (the row sums run over every unit).  An
- * inactive row (past the last: the ring's look-ahead at the end of a block's rows) issues
- * no copy at all: a zero-byte copy is still a request to L1 and L2, and on a one-pass grid
- * of one or two rows a row group a third to a half of the copies would be such rows.  The
- * slot keeps what it held; only the inactive row group's own reductions read it, and
- * nothing of that row is stored (forward: row < rows; backward: `active`). */
+ * units past cols (or an inactive row) are zero-filled without reading. */
 FROST_DEVICE void norm_stage_row(norm_cell *ring, int stage, int t, int nt, const frost_io *row, int lane, int cols,
                                  bool active)
 {
-    if (!active)
-        return;
 #pragma unroll
     for (int k = 0; k < NV; k++) {
         const int col = (k * GROUP + lane) * VEC;
-        const bool ok = col < cols;
+        const bool ok = active && col < cols;
         norm_cp_async_16(&ring[((stage * nt + t) * NV + k) * BLOCK + threadIdx.x], ok ? row + col : row,
                          ok ? 16 : 0);
     }
