@@ -68,7 +68,7 @@ import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 def case(r):
     return tuple(r.get(k) for k in ("op", "rows", "cols", "n", "c", "h", "w", "groups", "layout", "dtype",
-                                    "param_dtype", "rms_bias", "slice", "b", "s_q"))
+                                    "param_dtype", "rms_bias", "slice", "y_only", "b", "s_q"))
 def name(r):
     if r.get("rows"):
         s = f'{r["op"]} {r["rows"]}x{r["cols"]}'
@@ -77,7 +77,7 @@ def name(r):
     else:
         s = f'{r["op"]} {r.get("b")}x{r.get("s_q")}x{r.get("c")}'
     extra = [r.get("dtype") if r.get("dtype") != "bf16" else None, r.get("param_dtype") and f'params {r["param_dtype"]}',
-             r.get("rms_bias") and "bias", r.get("slice") and f'slice {r["slice"]}']
+             r.get("rms_bias") and "bias", r.get("slice") and f'slice {r["slice"]}', r.get("y_only") and "y only"]
     return s + "".join(f" {x}" for x in extra if x)
 trees = list(dict.fromkeys(r["tree"] for r in rows))
 val, names = {}, {}
