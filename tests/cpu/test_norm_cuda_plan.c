@@ -38,6 +38,8 @@ static const plan_case cases[] = {
     {"ln fwd 1000: a partial unit, short rows, one-pass", 0, 0, 16384, 1000, FROST_BF16, NULL, 64, 2, 0, 2, 0,
      "GROUP=64"},
     {"rms fwd 1024: 4 row groups a block", 1, 0, 65536, 1024, FROST_BF16, NULL, 64, 2, 0, 2, 0, "GROUP=64"},
+    {"tune: a warp a 1000-column row, parameters per row (bench/row_short.txt)", 0, 0, 16384, 1000, FROST_BF16,
+     "nv=4,preg=0,minb=4,persist=0,trips=2", 32, 4, 0, 2, 0, "GROUP=32"},
     {"rms fwd 8192: 256 x 4 units, one-pass grid", 1, 0, 8192, 8192, FROST_BF16, NULL, 256, 4, 0, 2, 0, "MINB=4"},
     {"ln fwd 8192: 256 x 4 units, one-pass grid", 0, 0, 8192, 8192, FROST_BF16, NULL, 256, 4, 0, 2, 0, "MINB=3"},
     {"ln fwd f32 4096: 512 x 2 units, persistent", 0, 0, 8192, 4096, FROST_F32, NULL, 512, 2, 0, 2, 1, "NV=2"},
