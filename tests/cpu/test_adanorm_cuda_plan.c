@@ -50,13 +50,14 @@ static int64_t map_offset(const norm_param_map *m, int64_t r)
     return (r / m->div) % m->count * m->stride;
 }
 
-/* Checks the maps and segments of one problem against the reference addressing. */
+/* Checks the maps and segments of one problem against the reference addressing (every row;
+ * of a larger problem the first 4096 and the last 64). */
 static void check_plan(const frost__norm_problem *p, const frost__adanorm_cuda *a)
 {
     static const int params[2] = {FROST__NORM_SCALE, FROST__NORM_BIAS};
     static const int grads[2] = {FROST__NORM_D_SCALE, FROST__NORM_D_BIAS};
     const norm_param_map *maps[2] = {&a->scale, &a->bias};
-    for (int64_t r = 0; r < p->rows; ++r) {
+    for (int64_t r = 0; r < p->rows; r = r == 4095 && p->rows > 4096 + 64 ? p->rows - 64 : r + 1) {
         for (int k = 0; k < 2; ++k) {
             if (!p->slot[params[k]].present)
                 continue;
@@ -140,6 +141,8 @@ static const plan_case cases[] = {
      "ROW_LEVELS=3", 1, 4},
     {"[B,S,T,C] [B,S,T,C] fwd: three row levels", 4, {2, 3, 10, 1000}, FROST_F16, 7, 7, 0, 0, 0, NULL,
      "ROW_LEVELS=3", 1, 3},
+    /* more than 2^30 rows: the parameter map keeps its 64-bit division (ROW_WIDE) */
+    {"rows past 2^30 [B,1,C] fwd", 3, {1024, 1048577, 8}, FROST_BF16, 1, 1, 0, 0, 0, NULL, "ROW_WIDE", 1, 0},
     {"[B,S,C] slice [1,S,C] bwd refused", 3, {4, 64, 1024}, FROST_BF16, 2, 2, 1, 0, 0, "repeats along x's outer dim 0",
      NULL, 1, 1024},
 };
@@ -197,6 +200,8 @@ static void run_case(int index, const plan_case *c)
          * two blocks an SM */
         if (c->per_sample && strstr(k, "LN_WIDE"))
             tu_failf("key %s: per-sample rows must not take LN_WIDE", k);
+        if (!!strstr(k, "ROW_WIDE") != (c->per_sample && p->rows > ((int64_t)1 << 30)))
+            tu_failf("key %s: ROW_WIDE exactly when per-sample rows pass 2^30", k);
         if ((strstr(k, " PER_SAMPLE") != NULL) != c->per_sample || (c->key_has && !strstr(k, c->key_has)))
             tu_failf("key %s: expected PER_SAMPLE %s%s%s", k, c->per_sample ? "present" : "absent",
                      c->key_has ? " and " : "", c->key_has ? c->key_has : "");

@@ -530,6 +530,10 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
         frost__key_define(k, "PER_SAMPLE", NULL);
     if (plan->row_map.levels > 1)
         frost__key_define(k, "ROW_LEVELS", "%d", plan->row_map.levels);
+    /* Past 2^30 rows a row index (with the look-ahead past the last) may pass 31 bits: the
+     * per-sample parameter map keeps its 64-bit division (norm_param_row) */
+    if (p->per_sample_params && p->rows > ((int64_t)1 << 30))
+        frost__key_define(k, "ROW_WIDE", NULL);
     if (frost__norm_tune("l2", 0))
         frost__key_define(k, "L2_256", NULL);
     if (plan->minb > 0)

@@ -317,10 +317,19 @@ FROST_DEVICE const void *norm_param_row(const void *base, const norm_param_map m
 {
 #if defined(PER_SAMPLE)
     const int64_t bytes = dt == FROST_DT_F32 ? 4 : 2;
-    /* 32-bit division when everything fits: a fraction of the cost of the 64-bit one */
+    /* 32-bit division when everything fits: a fraction of the cost of the 64-bit one.  The
+     * row index (with the look-ahead past the last), div and count fit 31 bits unless the
+     * problem has more than 2^30 rows, which the host marks with ROW_WIDE
+     * (norm_cuda_config.c); only then is the 64-bit division compiled beside it.  As a call
+     * it spilled AdaLayerNorm's 512 x 4-unit backward keys (24 B stores, ptxas sm_90a) when
+     * every per-sample key carried it. */
+#if defined(ROW_WIDE)
     const int64_t q = ((row | m.div | m.count) >> 31) == 0
                           ? (int64_t)((uint32_t)row / (uint32_t)m.div % (uint32_t)m.count)
                           : row / m.div % m.count;
+#else
+    const int64_t q = (int64_t)((uint32_t)row / (uint32_t)m.div % (uint32_t)m.count);
+#endif
     return base ? (const void *)((const char *)base + q * m.stride * bytes) : base;
 #else
     (void)m, (void)row, (void)dt;
