@@ -482,7 +482,8 @@ static void run_levels_case(int index, int at)
         frost__key_print(&plan.key, &text);
         frost__buf_printf(&want, "ROW_LEVELS=%d", c->levels);
         if (bad || !!strstr(frost__buf_str(&text), frost__buf_str(&want)) != (c->levels > 1) ||
-            !!strstr(frost__buf_str(&text), "ROW_LEVELS") != (c->levels > 1) || strstr(frost__buf_str(&text), "ROW_WIDE"))
+            !!strstr(frost__buf_str(&text), "ROW_LEVELS") != (c->levels > 1) ||
+            strstr(frost__buf_str(&text), "ROW_WIDE"))
             tu_failf("%d levels (steps %lld, %lld; X strides %lld, %lld, %lld; key %s); expected %d", m->levels,
                      (long long)m->dims[0], (long long)m->dims[1], (long long)m->slot[FROST__NORM_X].stride[0],
                      (long long)m->slot[FROST__NORM_X].stride[1], (long long)m->slot[FROST__NORM_X].stride[2],
