@@ -48,7 +48,8 @@
  * VEC, NV, GROUP, BLOCK, SCALE_DT and BIAS_DT (FROST_DT_* codes, 0 = absent); STAGES > 1
  * (vector keys) streams rows through a shared-memory ring (see below); PER_SAMPLE; L2_256
  * (row loads ask L2 for the whole 256-byte block around each 16-byte load); ROW_SPLIT;
- * ROW_LEVELS (rows at more than one level of strides, norm_rows).
+ * ROW_LEVELS (rows at more than one level of strides, norm_rows); ROW_WIDE (more than 2^30
+ * rows: the per-sample parameter map keeps its 64-bit division, norm_param_row).
  */
 #ifndef FROST_NORM_KERNEL_CUH
 #define FROST_NORM_KERNEL_CUH
