@@ -57,7 +57,7 @@ static void check_plan(const frost__norm_problem *p, const frost__adanorm_cuda *
     static const int params[2] = {FROST__NORM_SCALE, FROST__NORM_BIAS};
     static const int grads[2] = {FROST__NORM_D_SCALE, FROST__NORM_D_BIAS};
     const norm_param_map *maps[2] = {&a->scale, &a->bias};
-    for (int64_t r = 0; r < p->rows; r = r == 4095 && p->rows > 4096 + 64 ? p->rows - 64 : r + 1) {
+    for (int64_t r = 0; r < p->rows; r = tu_next_checked_row(r, p->rows)) {
         for (int k = 0; k < 2; ++k) {
             if (!p->slot[params[k]].present)
                 continue;

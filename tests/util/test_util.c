@@ -398,3 +398,8 @@ frost_context *tu_cuda_context_or_skip(void)
     }
     return ctx;
 }
+
+int64_t tu_next_checked_row(int64_t r, int64_t rows)
+{
+    return r == 4095 && rows > 4096 + 64 ? rows - 64 : r + 1;
+}

@@ -134,6 +134,11 @@ int tu_case_end(void);
  * failed cases are approximated by recorded failures). */
 int tu_finish(int cases_run);
 
+/* The row after r that a per-row check visits: every row of a problem of up to 4160 rows,
+ * else the first 4096 and the last 64 (for (r = 0; r < rows; r = tu_next_checked_row(r,
+ * rows))). */
+int64_t tu_next_checked_row(int64_t r, int64_t rows);
+
 /* GPU tests: returns a CUDA context or exits with 77 (skip) when none can be created. */
 frost_context *tu_cuda_context_or_skip(void);
 

@@ -543,8 +543,8 @@ static frost_status config_plan(const frost__norm_problem *p, int rows_mode, fro
      * (GROUP_BAR, norm_kernel.cuh).  H100, 2026-12-07 16:23 and 16:43 UTC (docs/PERF.md):
      * backward RMSNorm 65536 x 1024 1.006-1.009x, LayerNorm 16384 x 1000 0.996-1.003x;
      * forward 0.99-1.005x; so the backward only. */
-    if (frost__norm_tune("gbar", p->backward) && !plan->looped && plan->group > 32 && plan->group < plan->block &&
-        plan->block / plan->group <= 15)
+    if (frost__norm_tune("gbar", p->backward) && plan->group > 32 && plan->group < plan->block &&
+        plan->block / plan->group <= 15) /* looped rows are one group a block: excluded */
         frost__key_define(k, "GROUP_BAR", NULL);
     /* LayerNorm forward rows that fill their row group exactly (every warp holds as many
      * columns) take their statistics with one barrier (LN_MERGE, norm_fwd.cu): 1.01-1.03x at
