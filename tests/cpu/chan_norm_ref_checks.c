@@ -68,11 +68,18 @@ static int64_t set_of(const run *R, int64_t n, int64_t ch)
 /* ---- the naive forward in fp64 on dense copies: x[(n*C + c)*S + s], w[c], b[c] ---- */
 
 /* mean, var and rstd of every set by one-pass moments; acc holds 3 x sets doubles. */
+/* The samples an element loop walks: none when there are no spatial positions, so that a
+ * tensor of 2^40 samples of 0 pixels costs no time. */
+static int64_t walked_samples(const run *R)
+{
+    return R->S > 0 ? R->N : 0;
+}
+
 static void naive_stats(const run *R, const double *x, double *acc)
 {
     double *mean = acc, *var = acc + R->sets, *cnt = acc + 2 * R->sets;
     memset(acc, 0, sizeof(double) * 3 * (size_t)R->sets);
-    for (int64_t n = 0; n < R->N; ++n)
+    for (int64_t n = 0; n < walked_samples(R); ++n)
         for (int64_t ch = 0; ch < R->C; ++ch)
             for (int64_t s = 0; s < R->S; ++s) {
                 double v = x[(n * R->C + ch) * R->S + s];
@@ -91,7 +98,7 @@ static double naive_loss(const run *R, const double *x, const double *w, const d
 {
     double l = 0;
     naive_stats(R, x, acc);
-    for (int64_t n = 0; n < R->N; ++n)
+    for (int64_t n = 0; n < walked_samples(R); ++n)
         for (int64_t ch = 0; ch < R->C; ++ch)
             for (int64_t s = 0; s < R->S; ++s) {
                 int64_t i = (n * R->C + ch) * R->S + s, k = set_of(R, n, ch);
@@ -116,7 +123,7 @@ static double dense_loss(void *ctx)
 void chan_norm_ref_load_dense(const run *R, dense *d)
 {
     const cn_case *c = R->c;
-    for (int64_t n = 0; n < R->N; ++n)
+    for (int64_t n = 0; n < walked_samples(R); ++n)
         for (int64_t ch = 0; ch < R->C; ++ch)
             for (int64_t s = 0; s < R->S; ++s) {
                 int64_t i = (n * R->C + ch) * R->S + s;
@@ -137,7 +144,7 @@ void chan_norm_ref_check_forward(const run *R, dense *d)
     const int use_running = c->kind == BN && c->inference;
     double *mean = d->acc, *var = d->acc + sets, mag = 1e-300, xmag = 1e-300;
     naive_stats(R, d->x, d->acc);
-    for (int64_t n = 0; n < R->N; ++n)
+    for (int64_t n = 0; n < walked_samples(R); ++n)
         for (int64_t ch = 0; ch < R->C; ++ch)
             for (int64_t s = 0; s < R->S; ++s) {
                 int64_t i = (n * R->C + ch) * R->S + s, k = set_of(R, n, ch);
@@ -210,7 +217,7 @@ void chan_norm_ref_check_backward(const run *R, dense *d)
         cnt[k] = d->acc[2 * sets + k];
     }
     for (int pass = 0; pass < 2; ++pass) /* 0: set sums and parameter gradients, 1: dx */
-        for (int64_t n = 0; n < R->N; ++n)
+        for (int64_t n = 0; n < walked_samples(R); ++n)
             for (int64_t ch = 0; ch < C; ++ch)
                 for (int64_t s = 0; s < R->S; ++s) {
                     int64_t i = (n * C + ch) * R->S + s, k = set_of(R, n, ch);

@@ -158,6 +158,10 @@ static void visit(const frost__cnorm_problem *p, void *const *ptrs, pass_kind pa
 static void run_pass(const frost__cnorm_problem *p, void *const *ptrs, const red_set *s, pass_kind pass, set_state *st)
 {
     int64_t idx[FROST_MAX_RANK], off[NUM_DATA];
+    /* No spatial positions: no element, however many (n, c) pairs the set spans (BatchNorm
+     * inference may take N = 2^40 samples of 0 pixels; walking them would take hours). */
+    if (p->spatial == 0)
+        return;
     for (int64_t n = s->n0; n < s->n1; ++n)
         for (int64_t c = s->c0; c < s->c1; ++c) {
             const double w = weight(p, ptrs, c), b = pass == PASS_Y ? bias(p, ptrs, c) : 0.0;
@@ -300,8 +304,9 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
         st.mean_gx = st.sum2 / s.m;
         run_pass(p, ptrs, &s, PASS_DX, &st);
     }
-    /* Parameter gradients are written even when no set exists (then they are zero). */
-    for (int64_t c = 0; c < p->c; ++c) {
+    /* Parameter gradients are written even when no set exists (then they are zero).  Without
+     * them the loop is skipped: C may be 2^40 when N is 0. */
+    for (int64_t c = 0; (acc_scale || acc_bias) && c < p->c; ++c) {
         if (acc_scale)
             store(p, ptrs, FROST__CNORM_D_SCALE, chan_off(p, FROST__CNORM_D_SCALE, c), acc_scale[c]);
         if (acc_bias)
