@@ -187,16 +187,6 @@ void chan_norm_ref_check_forward(const run *R, dense *d)
     }
 }
 
-/* Forgives each |got - ref| its slack (an error bound known to be outside the engine's
- * control); NaN stays NaN. */
-static void take_slack(double *got, const double *ref, const double *slack, int64_t n)
-{
-    for (int64_t i = 0; i < n; ++i) {
-        double diff = got[i] - ref[i];
-        got[i] = fabs(diff) <= slack[i] ? ref[i] : got[i] - copysign(slack[i], diff);
-    }
-}
-
 /* Backward: closed form evaluated here, or finite differences of the naive forward.  With
  * saved statistics the engine works from f32-rounded mean / inv_std, which moves the exact
  * gradient by up to `slack`; finite differences see the exact one, so they forgive that. */
@@ -209,7 +199,7 @@ void chan_norm_ref_check_backward(const run *R, dense *d)
     double *sums = calloc((size_t)(6 * sets + 6 * C + total + 2), sizeof(double));
     double *mu = sums + 2 * sets, *rs = mu + sets, *cnt = rs + sets, *absg = cnt + sets, *pgot = absg + sets;
     double *pref = pgot + 2 * C, *pslack = pref + 2 * C, *slack = pslack + 2 * C;
-    double mag = 1e-300, pmag = 1e-300, patol, prtol = 2.5 * tu_eps(F32), u2 = 2 * tu_eps(F32);
+    double mag = 1e-300, pmag = 1e-300, patol, prtol = 2.5 * tu_eps(F32);
     naive_stats(R, d->x, d->acc);
     for (int64_t k = 0; k < sets; ++k) {
         mu[k] = saved_mean ? stat_at(R, T_MEAN, k) : d->acc[k];
@@ -225,7 +215,7 @@ void chan_norm_ref_check_backward(const run *R, dense *d)
                     if (pass == 0) {
                         sums[k] += g, sums[sets + k] += g * xh, absg[k] += fabs(g);
                         pref[ch] += d->dy[i] * xh, pref[C + ch] += d->dy[i];
-                        pslack[ch] += fabs(d->dy[i]) * u2 * (saved_mean * rs[k] * fabs(mu[k]) + saved_rstd * fabs(xh));
+                        pslack[ch] += tu_norm_param_slack(saved_mean, saved_rstd, mu[k], rs[k], xh, d->dy[i]);
                         pmag = fmax(pmag, (fabs(d->dy[i] * xh) + fabs(d->dy[i])) * (double)(R->N * R->S));
                         continue;
                     }
@@ -234,9 +224,7 @@ void chan_norm_ref_check_backward(const run *R, dense *d)
                     d->got[i] = data_at(R, T_DX, n, ch, s);
                     mag = fmax(mag, rs[k] * (fabs(g) + fabs(mg) + fabs(xh * mgx)));
                     /* how far the f32 rounding of saved statistics moves the exact gradient */
-                    slack[i] =
-                        saved_mean * u2 * fabs(mu[k]) * rs[k] * rs[k] * (fabs(mgx) + fabs(xh) * absg[k] / cnt[k]) +
-                        saved_rstd * 2 * u2 * rs[k] * (fabs(g) + fabs(mg) + fabs(xh * mgx));
+                    slack[i] = tu_norm_dx_slack(saved_mean, saved_rstd, mu[k], rs[k], xh, g, mg, mgx, absg[k] / cnt[k]);
                 }
     patol = 1e-12 * pmag + 1e-30;
     if (fd) {
@@ -252,7 +240,7 @@ void chan_norm_ref_check_backward(const run *R, dense *d)
                 pref[p * C + ch] = tu_central_diff(p == 0 ? &d->w[ch] : &d->b[ch], h, dense_loss, &ld);
                 pm = fmax(pm, fabs(pref[p * C + ch]));
             }
-        take_slack(d->got, d->ref, slack, total);
+        tu_take_slack(d->got, d->ref, slack, total);
         tu_expect_close("d_x (vs finite differences)", d->got, d->ref, total, 2e-5 * fmax(1, m), 1e-4);
         patol = 2e-5 * fmax(1, pm);
         prtol = 1e-4;
@@ -265,7 +253,7 @@ void chan_norm_ref_check_backward(const run *R, dense *d)
         pgot[C + ch] = R->t[T_DBIAS].id ? chan_norm_ref_chan_at(R, T_DBIAS, ch) : 0;
     }
     if (fd)
-        take_slack(pgot, pref, pslack, C);
+        tu_take_slack(pgot, pref, pslack, C);
     if (R->t[T_DSCALE].id)
         tu_expect_close(fd ? "d_scale (vs finite differences)" : "d_scale", pgot, pref, C, patol, prtol);
     if (R->t[T_DBIAS].id)

@@ -253,26 +253,28 @@ static void check_backward(const run *R, row_data *d)
     const ada_case *c = R->c;
     const int64_t n = R->rows * R->cols, C = R->cols;
     const int fd = c->backward == BWD_FD;
+    const int saved_mean = c->saved && R->t[T_MEAN].id, saved_rstd = c->saved && R->t[T_RSTD].id;
     const int64_t ns = R->prow_count[T_DSCALE] * C, nb = R->prow_count[T_DBIAS] * C;
-    double *got = malloc(sizeof(double) * (size_t)(2 * n + 2 * ns + 2 * nb + 1)), *ref = got + n;
-    double *sgot = ref + n, *sref = sgot + ns, *bgot = sref + ns, *bref = bgot + nb;
+    double *got = calloc((size_t)(3 * n + 3 * ns + 2 * nb + 1), sizeof(double)), *ref = got + n;
+    double *sgot = ref + n, *sref = sgot + ns, *bgot = sref + ns, *bref = bgot + nb, *slack = bref + nb;
+    double *sslack = slack + n; /* d_bias takes no statistic: no slack */
     double mag = 0, pmag = 0;
-    memset(sref, 0, sizeof(double) * (size_t)ns);
-    memset(bref, 0, sizeof(double) * (size_t)nb);
     for (int64_t r = 0; r < R->rows; ++r) {
-        double mean, rstd, sg = 0, sgx = 0;
+        double mean, rstd, sg = 0, sgx = 0, sabsg = 0;
         const int64_t qs = prow_of(R, c->scale_carry, r), qb = prow_of(R, c->bias_carry, r);
         load_row(R, r, d);
         naive_row(d->x, d->w, d->b, C, eps_of(c), NULL, &mean, &rstd);
-        if (c->saved && R->t[T_MEAN].id)
+        if (saved_mean)
             mean = at(R, T_MEAN, r);
-        if (c->saved && R->t[T_RSTD].id)
+        if (saved_rstd)
             rstd = at(R, T_RSTD, r);
         for (int64_t j = 0; j < C; ++j) {
             double xh = (d->x[j] - mean) * rstd, g = d->dy[j] * d->w[j];
-            sg += g, sgx += g * xh;
-            if (ns)
+            sg += g, sgx += g * xh, sabsg += fabs(g);
+            if (ns) {
                 sref[qs * C + j] += d->dy[j] * xh;
+                sslack[qs * C + j] += tu_norm_param_slack(saved_mean, saved_rstd, mean, rstd, xh, d->dy[j]);
+            }
             if (nb)
                 bref[qb * C + j] += d->dy[j];
             pmag = fmax(pmag, (fabs(d->dy[j] * xh) + fabs(d->dy[j])) * (double)R->rows);
@@ -282,6 +284,8 @@ static void check_backward(const run *R, row_data *d)
             ref[r * C + j] = rstd * (g - sg / (double)C - xh * sgx / (double)C);
             mag = fmax(mag, rstd * (fabs(g) + fabs(sg / (double)C) + fabs(xh * sgx / (double)C)));
             got[r * C + j] = at(R, T_DX, r * C + j);
+            slack[r * C + j] = tu_norm_dx_slack(saved_mean, saved_rstd, mean, rstd, xh, g, sg / (double)C,
+                                                sgx / (double)C, sabsg / (double)C);
         }
         row_loss_ctx rl = {d, C, eps_of(c)};
         for (int64_t j = 0; fd && j < C; ++j) /* dL/dx by central differences, this row only */
@@ -296,6 +300,7 @@ static void check_backward(const run *R, row_data *d)
             bref[i] = fd_param(R, d, T_DBIAS, i / C, i % C), pm = fmax(pm, fabs(bref[i]));
         for (int64_t i = 0; i < n; ++i)
             m = fmax(m, fabs(ref[i]));
+        tu_take_slack(got, ref, slack, n);
         tu_expect_close("d_x (vs finite differences)", got, ref, n, 2e-5 * fmax(1, m), 1e-4);
         patol = 2e-5 * fmax(1, pm);
         prtol = 1e-4;
@@ -306,6 +311,8 @@ static void check_backward(const run *R, row_data *d)
         sgot[i] = at(R, T_DSCALE, i);
     for (int64_t i = 0; i < nb; ++i)
         bgot[i] = at(R, T_DBIAS, i);
+    if (fd)
+        tu_take_slack(sgot, sref, sslack, ns);
     if (ns)
         tu_expect_close(fd ? "d_scale (vs finite differences)" : "d_scale", sgot, sref, ns, patol, prtol);
     if (nb)

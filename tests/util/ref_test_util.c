@@ -74,6 +74,33 @@ double tu_central_diff(double *v, double h, double (*loss)(void *ctx), void *ctx
     return (lp - lm) / (2 * h);
 }
 
+/* The f32 rounding of a saved statistic: half an ulp, doubled for margin. */
+static double f32_round(void)
+{
+    return 2 * tu_eps(FROST_F32);
+}
+
+double tu_norm_dx_slack(int saved_mean, int saved_rstd, double mean, double rstd, double xh, double g, double mg,
+                        double mgx, double mabs_g)
+{
+    const double u2 = f32_round();
+    return (saved_mean ? u2 * fabs(mean) * rstd * rstd * (fabs(mgx) + fabs(xh) * mabs_g) : 0) +
+           (saved_rstd ? 2 * u2 * rstd * (fabs(g) + fabs(mg) + fabs(xh * mgx)) : 0);
+}
+
+double tu_norm_param_slack(int saved_mean, int saved_rstd, double mean, double rstd, double xh, double dy)
+{
+    return fabs(dy) * f32_round() * ((saved_mean ? rstd * fabs(mean) : 0) + (saved_rstd ? fabs(xh) : 0));
+}
+
+void tu_take_slack(double *got, const double *ref, const double *slack, int64_t n)
+{
+    for (int64_t i = 0; i < n; ++i) {
+        double diff = got[i] - ref[i];
+        got[i] = fabs(diff) <= slack[i] ? ref[i] : got[i] - copysign(slack[i], diff);
+    }
+}
+
 int tu_slots_alloc(frost_graph *g, tu_slot *slots, int count, frost_binding *bind)
 {
     int nb = 0;

@@ -34,6 +34,20 @@ void tu_expect_fail(frost_status got, frost_status want, const char *needle, con
 /* dL/dv at *v by central differences with step h; *v is restored. */
 double tu_central_diff(double *v, double h, double (*loss)(void *ctx), void *ctx);
 
+/* Saved statistics are f32, so a backward that reads them works from a rounded mean and
+ * inv_std, which moves the exact gradient; finite differences see the exact one.  For a
+ * set with saved mean `mean` (saved_mean) and inv_std `rstd` (saved_rstd), the bound on how
+ * far that rounding moves d_x of an element (its x_hat xh, g = dy w) given the set's means
+ * mg = mean(g), mgx = mean(g x_hat), mabs_g = mean(|g|), and one element's term of
+ * d_scale / d_bias (its dy).  In a well-spread set these are a few ulps; in a set whose
+ * values nearly agree (x_hat = +-1 up to epsilon) the rounded mean dominates the gradient. */
+double tu_norm_dx_slack(int saved_mean, int saved_rstd, double mean, double rstd, double xh, double g, double mg,
+                        double mgx, double mabs_g);
+double tu_norm_param_slack(int saved_mean, int saved_rstd, double mean, double rstd, double xh, double dy);
+/* Forgives each |got[i] - ref[i]| its slack[i] (an error bound outside the engine's
+ * control); NaN stays NaN. */
+void tu_take_slack(double *got, const double *ref, const double *slack, int64_t n);
+
 /* ---- a graph's tensors in guarded host buffers ---- */
 typedef struct tu_slot {
     frost_tensor id; /* 0: absent */
