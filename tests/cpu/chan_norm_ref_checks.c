@@ -67,7 +67,6 @@ static int64_t set_of(const run *R, int64_t n, int64_t ch)
 
 /* ---- the naive forward in fp64 on dense copies: x[(n*C + c)*S + s], w[c], b[c] ---- */
 
-/* mean, var and rstd of every set by one-pass moments; acc holds 3 x sets doubles. */
 /* The samples an element loop walks: none when there are no spatial positions, so that a
  * tensor of 2^40 samples of 0 pixels costs no time. */
 static int64_t walked_samples(const run *R)
@@ -75,6 +74,7 @@ static int64_t walked_samples(const run *R)
     return R->S > 0 ? R->N : 0;
 }
 
+/* mean, var and rstd of every set by one-pass moments; acc holds 3 x sets doubles. */
 static void naive_stats(const run *R, const double *x, double *acc)
 {
     double *mean = acc, *var = acc + R->sets, *cnt = acc + 2 * R->sets;
