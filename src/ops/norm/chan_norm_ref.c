@@ -305,8 +305,10 @@ static frost_status bwd_execute(const frost_context *ctx, const frost__node *n, 
         run_pass(p, ptrs, &s, PASS_DX, &st);
     }
     /* Parameter gradients are written even when no set exists (then they are zero).  Without
-     * them the loop is skipped: C may be 2^40 when N is 0. */
-    for (int64_t c = 0; (acc_scale || acc_bias) && c < p->c; ++c) {
+     * them there is nothing to walk: C may be 2^40 when N is 0. */
+    if (!acc_scale && !acc_bias)
+        return FROST_OK;
+    for (int64_t c = 0; c < p->c; ++c) {
         if (acc_scale)
             store(p, ptrs, FROST__CNORM_D_SCALE, chan_off(p, FROST__CNORM_D_SCALE, c), acc_scale[c]);
         if (acc_bias)
