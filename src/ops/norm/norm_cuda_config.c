@@ -147,6 +147,19 @@ static int params_unit_words(const frost__norm_problem *p, int vec)
     return param_words(&p->slot[FROST__NORM_SCALE], vec) + param_words(&p->slot[FROST__NORM_BIAS], vec);
 }
 
+/* Whether the forward's scale and bias units fit the registers that bounds for minb blocks
+ * leave: about 20 + the row's 4 words a unit + the parameters' words, fitted to ptxas on
+ * sm_90a (2026-12-04: every norm key of frost-precompile --report; f32 parameters and
+ * RMSNorm with a bias held on 40 registers spilled). */
+static int held_params_fit(const frost__norm_problem *p, const frost__norm_plan *plan, int minb)
+{
+    const int blocks = minb > 0 ? minb : plan->block <= 256 ? 2 : 1;
+    int cap = 65536 / (plan->block * blocks) / 8 * 8;
+    cap = cap > 255 ? 255 : cap;
+    const int words = plan->nv * params_unit_words(p, plan->vec);
+    return 20 + 4 * plan->nv + words <= cap;
+}
+
 /* Resident blocks the forward's launch bounds ask for (0: the default), with the parameters
  * held in registers or not.  The held parameters take registers: LayerNorm's one-pass rows
  * of 2 units get bounds for 4 blocks (6 spilled), its 512 x 4 rows none (80 registers, one
@@ -164,8 +177,20 @@ static int fwd_min_blocks(const frost__norm_problem *p, const frost__norm_plan *
         minb = held ? 4 : 3;
     else if (narrow && p->kind == FROST__NORM_RMS)
         minb = (held && plan->group <= 32) || (!held && params_unit_words(p, plan->vec) > 12) ? 5 : 6;
-    if (ln_one_pass)
-        minb = plan->nv <= 2 ? (held ? 4 : 6) : 3;
+    /* LayerNorm's one-pass 256 x 4 rows (8192 columns) get 3, but 2 where their rows sit at
+     * two row levels or more and the held parameters take 8 words a unit (bf16 scale and
+     * bias, or an f32 scale alone): there 3 blocks' 80 registers spilled 44-48 B (ptxas -v,
+     * sm_90a, 2026-12-07), 2 blocks' 100 none.  H100, 2026-12-07 22:31 UTC
+     * (bench/row_slice_spill.txt, docs/PERF.md): 1.06x on 8192 x 8192 bf16 sliced to 2048
+     * rows, where loading the parameters per row at 3 blocks gave 1.03x.  Fewer words held
+     * do not spill at 3 blocks; more do not fit there and are loaded per row (neither timed
+     * at two levels). */
+    if (ln_one_pass && plan->nv <= 2)
+        minb = held ? 4 : 6;
+    else if (ln_one_pass)
+        minb = held && plan->row_map.levels > 1 && params_unit_words(p, plan->vec) >= 8 && held_params_fit(p, plan, 3)
+                   ? 2
+                   : 3;
     /* three or more row levels take a division and a few registers more per level: bounds
      * for one block fewer, which keeps those keys from spilling (ptxas, sm_90a, 2026-12-07:
      * at the bounds above 10 of the 66 bf16 forward keys with 3 levels spilled 8-48 B; with
@@ -175,19 +200,6 @@ static int fwd_min_blocks(const frost__norm_problem *p, const frost__norm_plan *
     if (plan->row_map.levels > 2 && minb >= 3)
         minb--;
     return frost__norm_tune("minb", minb);
-}
-
-/* Whether the forward's scale and bias units fit the registers that bounds for minb blocks
- * leave: about 20 + the row's 4 words a unit + the parameters' words, fitted to ptxas on
- * sm_90a (2026-12-04: every norm key of frost-precompile --report; f32 parameters and
- * RMSNorm with a bias held on 40 registers spilled). */
-static int held_params_fit(const frost__norm_problem *p, const frost__norm_plan *plan, int minb)
-{
-    const int blocks = minb > 0 ? minb : plan->block <= 256 ? 2 : 1;
-    int cap = 65536 / (plan->block * blocks) / 8 * 8;
-    cap = cap > 255 ? 255 : cap;
-    const int words = plan->nv * params_unit_words(p, plan->vec);
-    return 20 + 4 * plan->nv + words <= cap;
 }
 
 /* Writes "[a, b, c]" for n values. */
