@@ -365,29 +365,59 @@ static void run_split_case(int index, int at)
  * them at 4096 columns (2 units: 20 + 8 + 32 words within the 64 of 4 blocks) and load them
  * per row at 8192 (4 units: 20 + 16 + 64 past the 80 of 3 blocks), keeping the old bounds.
  * RMSNorm's 2-unit rows with both in f32 load them per row with bounds for 5 blocks, not 6
- * (which spilled), whatever their row group (128 columns: 8 threads; 1024: 64). */
+ * (which spilled), whatever their row group (128 columns: 8 threads; 1024: 64).  LayerNorm's
+ * 8192-column rows sliced out of a larger X (two row levels) that hold 8 parameter words a
+ * unit (bf16 scale and bias, or an f32 scale alone) get bounds for 2 blocks, not 3 (which
+ * spilled); with a bf16 scale alone, packed, or with f32 scale and bias they keep 3. */
+enum { NO_BIAS = -1 };
 static const struct {
     int rms;
     int64_t cols;
+    frost_dtype scale;
+    int bias; /* a frost_dtype, or NO_BIAS */
+    int sliced;
     int held;
     const char *minb;
-} f32_cases[] = {{0, 4096, 1, "MINB=4"}, {0, 8192, 0, "MINB=3"}, {1, 128, 0, "MINB=5"}, {1, 1024, 0, "MINB=5"}};
-#define NUM_F32_CASES ((int)(sizeof f32_cases / sizeof f32_cases[0]))
+} param_cases[] = {
+    {0, 4096, FROST_F32, FROST_F32, 0, 1, "MINB=4"},  {0, 8192, FROST_F32, FROST_F32, 0, 0, "MINB=3"},
+    {1, 128, FROST_F32, FROST_F32, 0, 0, "MINB=5"},   {1, 1024, FROST_F32, FROST_F32, 0, 0, "MINB=5"},
+    {0, 8192, FROST_BF16, FROST_BF16, 1, 1, "MINB=2"}, {0, 8192, FROST_F32, NO_BIAS, 1, 1, "MINB=2"},
+    {0, 8192, FROST_BF16, NO_BIAS, 1, 1, "MINB=3"},   {0, 8192, FROST_F32, FROST_F32, 1, 0, "MINB=3"},
+    {0, 8192, FROST_BF16, FROST_BF16, 0, 1, "MINB=3"},
+};
+#define NUM_PARAM_CASES ((int)(sizeof param_cases / sizeof param_cases[0]))
 
-static void run_f32_params_case(int index, int at)
+static const char *dtype_name(int dt)
 {
-    const int rms = f32_cases[at].rms, want_held = f32_cases[at].held;
-    const int64_t cols = f32_cases[at].cols;
-    const char *want_minb = f32_cases[at].minb;
-    char name[96];
-    snprintf(name, sizeof name, "%s fwd bf16 %lld with f32 parameters: held %d", rms ? "rms" : "ln", (long long)cols,
+    return dt == NO_BIAS ? "none" : dt == FROST_F32 ? "f32" : "bf16";
+}
+
+static void run_params_case(int index, int at)
+{
+    const int rms = param_cases[at].rms, want_held = param_cases[at].held, sliced = param_cases[at].sliced;
+    const int64_t cols = param_cases[at].cols;
+    const char *want_minb = param_cases[at].minb;
+    char name[128];
+    snprintf(name, sizeof name, "%s fwd bf16 %lld%s, scale %s, bias %s: held %d", rms ? "rms" : "ln", (long long)cols,
+             sliced ? " sliced" : "", dtype_name((int)param_cases[at].scale), dtype_name(param_cases[at].bias),
              want_held);
     tu_set_context("test_norm_cuda_plan", 0, index, name);
     frost_graph *g = NULL;
     TU_OK(frost_graph_create(cpu, &g));
-    const int64_t dims[2] = {8192, cols}, pdims[1] = {cols};
-    frost_norm_desc d = {.x = add(g, "x", FROST_BF16, 2, dims), .scale = add(g, "scale", FROST_F32, 1, pdims),
-                         .bias = add(g, "bias", FROST_F32, 1, pdims)};
+    /* sliced: rows 2048 to 6143 of each of 2 [8192, cols] matrices */
+    frost_tensor_desc xd = {.name = "x", .dtype = FROST_BF16, .rank = sliced ? 3 : 2};
+    const int64_t dims[3] = {2, 4096, cols}, strides[3] = {8192 * cols, cols, 1};
+    memcpy(xd.dims, sliced ? dims : dims + 1, (size_t)xd.rank * sizeof dims[0]);
+    if (sliced)
+        memcpy(xd.strides, strides, sizeof strides);
+    else
+        xd.dims[0] = 8192;
+    const int64_t pdims[1] = {cols};
+    frost_tensor x = 0;
+    TU_OK(frost_graph_add_tensor(g, &xd, &x));
+    frost_norm_desc d = {.x = x, .scale = add(g, "scale", param_cases[at].scale, 1, pdims)};
+    if (param_cases[at].bias != NO_BIAS)
+        d.bias = add(g, "bias", (frost_dtype)param_cases[at].bias, 1, pdims);
     frost_norm_outputs o = {.y = FROST_TENSOR_AUTO, .inv_std = FROST_TENSOR_AUTO};
     if (!rms)
         o.mean = FROST_TENSOR_AUTO;
@@ -398,8 +428,10 @@ static void run_f32_params_case(int index, int at)
     if (g->g.num_nodes && frost__norm_cuda_config(g->g.nodes[0].problem, &plan, &why) == FROST_OK) {
         frost__key_print(&plan.key, &text);
         const char *k = frost__buf_str(&text);
-        if (!!strstr(k, "PARAMS_REG") != want_held || !strstr(k, want_minb))
-            tu_failf("key %s: expected PARAMS_REG %d and %s", k, want_held, want_minb);
+        if (!!strstr(k, "PARAMS_REG") != want_held || !strstr(k, want_minb) ||
+            !!strstr(k, "ROW_LEVELS=2") != sliced)
+            tu_failf("key %s: expected PARAMS_REG %d, %s and %s", k, want_held, want_minb,
+                     sliced ? "ROW_LEVELS=2" : "one row level");
     } else {
         tu_failf("config failed: %s", frost__buf_str(&why));
     }
@@ -509,7 +541,7 @@ int main(void)
         int count;
     } groups[] = {{run_case, NUM_CASES},
                   {run_split_case, NUM_SPLIT_CASES},
-                  {run_f32_params_case, NUM_F32_CASES},
+                  {run_params_case, NUM_PARAM_CASES},
                   {run_levels_case, NUM_LEVELS_CASES}};
     const int only = tu_case_filter();
     int run_count = 0, index = 0;
