@@ -404,14 +404,11 @@ static void run_params_case(int index, int at)
     tu_set_context("test_norm_cuda_plan", 0, index, name);
     frost_graph *g = NULL;
     TU_OK(frost_graph_create(cpu, &g));
-    /* sliced: rows 2048 to 6143 of each of 2 [8192, cols] matrices */
-    frost_tensor_desc xd = {.name = "x", .dtype = FROST_BF16, .rank = sliced ? 3 : 2};
-    const int64_t dims[3] = {2, 4096, cols}, strides[3] = {8192 * cols, cols, 1};
-    memcpy(xd.dims, sliced ? dims : dims + 1, (size_t)xd.rank * sizeof dims[0]);
-    if (sliced)
-        memcpy(xd.strides, strides, sizeof strides);
-    else
-        xd.dims[0] = 8192;
+    /* packed: [8192, cols]; sliced: 4096 of the 8192 rows of each of 2 [8192, cols] matrices */
+    const frost_tensor_desc packed = {.name = "x", .dtype = FROST_BF16, .rank = 2, .dims = {8192, cols}};
+    const frost_tensor_desc slice = {.name = "x", .dtype = FROST_BF16, .rank = 3, .dims = {2, 4096, cols},
+                                     .strides = {8192 * cols, cols, 1}};
+    const frost_tensor_desc xd = sliced ? slice : packed;
     const int64_t pdims[1] = {cols};
     frost_tensor x = 0;
     TU_OK(frost_graph_add_tensor(g, &xd, &x));
