@@ -387,11 +387,6 @@ static const struct {
 };
 #define NUM_PARAM_CASES ((int)(sizeof param_cases / sizeof param_cases[0]))
 
-static const char *dtype_name(int dt)
-{
-    return dt == NO_BIAS ? "none" : dt == FROST_F32 ? "f32" : "bf16";
-}
-
 static void run_params_case(int index, int at)
 {
     const int rms = param_cases[at].rms, want_held = param_cases[at].held, sliced = param_cases[at].sliced;
@@ -399,8 +394,8 @@ static void run_params_case(int index, int at)
     const char *want_minb = param_cases[at].minb;
     char name[128];
     snprintf(name, sizeof name, "%s fwd bf16 %lld%s, scale %s, bias %s: held %d", rms ? "rms" : "ln", (long long)cols,
-             sliced ? " sliced" : "", dtype_name((int)param_cases[at].scale), dtype_name(param_cases[at].bias),
-             want_held);
+             sliced ? " sliced" : "", frost_dtype_name(param_cases[at].scale),
+             param_cases[at].bias == NO_BIAS ? "none" : frost_dtype_name((frost_dtype)param_cases[at].bias), want_held);
     tu_set_context("test_norm_cuda_plan", 0, index, name);
     frost_graph *g = NULL;
     TU_OK(frost_graph_create(cpu, &g));
