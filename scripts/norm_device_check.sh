@@ -7,8 +7,10 @@
 # machine; everything lands under $OUT (log.txt, san.log, quick's test logs, and the
 # report's files under rep/).
 #
-#   scripts/norm_device_check.sh [tests|quick|bench|all]      (default all)
+#   scripts/norm_device_check.sh [tests|quick|san|bench|all]      (default all)
 #
+# san: compute-sanitizer alone (SAN_TOOLS over SAN_TESTS, below), for a tree whose GPU tests
+# already passed.
 # quick: the shortest check of a change to the row-norm kernels: test_norm_gpu,
 # test_adanorm_gpu and test_norm_fuzz_gpu whole, test_chan_norm_gpu's small cases, memcheck
 # on the small cases of test_norm_gpu and test_norm_fuzz_gpu (then CHECK and SWEEP as below,
@@ -34,7 +36,7 @@ B=${BUILD_DIR:-build-gpu}
 L=$OUT/log.txt
 export FROST_CACHE_DIR=$PWD/$B/test-cache
 what=${1:-all}
-case $what in tests | quick | bench | all) ;; *) echo "usage: scripts/norm_device_check.sh [tests|quick|bench|all]" >&2; exit 2 ;; esac
+case $what in tests | quick | san | bench | all) ;; *) echo "usage: scripts/norm_device_check.sh [tests|quick|san|bench|all]" >&2; exit 2 ;; esac
 deadline=$((SECONDS + ${BUDGET:-86400}))
 rc=0
 say() { echo "== $* ($(date -u +%H:%M:%S), $((deadline - SECONDS)) s left)" | tee -a "$L"; }
@@ -119,6 +121,8 @@ if [[ $what == tests || $what == all ]]; then
     say "test_norm_gpu with the forward's rows split too (FROST_NORM_TUNE=split=2)"
     FROST_NORM_TUNE=split=2 run_to 300 /tmp/norm-split.log "$B/tests/test_norm_gpu" || rc=1
     tail -1 /tmp/norm-split.log | tee -a "$L"
+fi
+if [[ $what == tests || $what == san || $what == all ]]; then
     for t in ${SAN_TESTS:-test_chan_norm_gpu test_norm_gpu test_norm_fuzz_gpu}; do
         for tool in ${SAN_TOOLS:-memcheck racecheck}; do
             sanitize "$tool" "$t"
