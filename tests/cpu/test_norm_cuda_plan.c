@@ -369,12 +369,12 @@ static void run_split_case(int index, int at)
  * 8192-column rows sliced out of a larger X (two row levels) that hold 8 parameter words a
  * unit (bf16 scale and bias, or an f32 scale alone) get bounds for 2 blocks, not 3 (which
  * spilled); with a bf16 scale alone, packed, or with f32 scale and bias they keep 3. */
-enum { NO_BIAS = -1 };
+#define NO_BIAS FROST_DTYPE_INVALID
 static const struct {
     int rms;
     int64_t cols;
     frost_dtype scale;
-    int bias; /* a frost_dtype, or NO_BIAS */
+    frost_dtype bias; /* or NO_BIAS */
     int sliced;
     int held;
     const char *minb;
@@ -395,7 +395,7 @@ static void run_params_case(int index, int at)
     char name[128];
     snprintf(name, sizeof name, "%s fwd bf16 %lld%s, scale %s, bias %s: held %d", rms ? "rms" : "ln", (long long)cols,
              sliced ? " sliced" : "", frost_dtype_name(param_cases[at].scale),
-             param_cases[at].bias == NO_BIAS ? "none" : frost_dtype_name((frost_dtype)param_cases[at].bias), want_held);
+             param_cases[at].bias == NO_BIAS ? "none" : frost_dtype_name(param_cases[at].bias), want_held);
     tu_set_context("test_norm_cuda_plan", 0, index, name);
     frost_graph *g = NULL;
     TU_OK(frost_graph_create(cpu, &g));
@@ -409,7 +409,7 @@ static void run_params_case(int index, int at)
     TU_OK(frost_graph_add_tensor(g, &xd, &x));
     frost_norm_desc d = {.x = x, .scale = add(g, "scale", param_cases[at].scale, 1, pdims)};
     if (param_cases[at].bias != NO_BIAS)
-        d.bias = add(g, "bias", (frost_dtype)param_cases[at].bias, 1, pdims);
+        d.bias = add(g, "bias", param_cases[at].bias, 1, pdims);
     frost_norm_outputs o = {.y = FROST_TENSOR_AUTO, .inv_std = FROST_TENSOR_AUTO};
     if (!rms)
         o.mean = FROST_TENSOR_AUTO;
