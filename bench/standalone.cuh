@@ -1,11 +1,11 @@
 /*
  * standalone.cuh - what the stand-alone CUDA benchmarks of bench/ (gn_span.cu, gn_l2.cu,
- * row_warp.cu, bn_sched.cu, tile_pattern.cu) share: the error check, bf16 units of eight
+ * row_warp.cu, bn_sched.cu, tile_pattern.cu, gn_ws.cu) share: the error check, bf16 units of eight
  * elements to and from floats, the global loads and stores with cache hints, the
  * acquire load of an exchange counter, Welford-style (count, mean, M2) merges, and the
  * hashed input fill.  Each benchmark still compiles alone:
  *
- *   nvcc -arch=sm_90a -O3 -o NAME bench/NAME.cu
+ *   nvcc -arch=sm_90a -O3 -o NAME bench/NAME.cu       (gn_ws.cu: add -lcuda, for its tensor maps)
  */
 #ifndef FROST_BENCH_STANDALONE_CUH
 #define FROST_BENCH_STANDALONE_CUH
