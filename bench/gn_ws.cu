@@ -104,27 +104,16 @@ __device__ inline void mbar_arrive_expect(uint32_t bar, uint32_t bytes)
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
 }
 
-/* Wait until the phase of the given parity has completed (acquire at CTA scope). */
+/* Wait until the phase of the given parity has completed.  Acquire at CTA scope, also for the
+ * exchange's barriers: it covers the bytes the peers' st.async landed in this block's shared
+ * memory (as frost's split row-norm backward waits; a cluster-scope acquire would also
+ * invalidate L1). */
 __device__ inline void mbar_wait(uint32_t bar, uint32_t parity)
 {
     uint32_t done;
     do {
         asm volatile("{\n\t.reg .pred p;\n\t"
                      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-    } while (!done);
-}
-
-/* The same for a barrier that peers complete with st.async (acquire at cluster scope). */
-__device__ inline void mbar_wait_cluster(uint32_t bar, uint32_t parity)
-{
-    uint32_t done;
-    do {
-        asm volatile("{\n\t.reg .pred p;\n\t"
-                     "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
                      "selp.u32 %0, 1, 0, p;\n\t}"
                      : "=r"(done)
                      : "r"(bar), "r"(parity)
@@ -290,7 +279,7 @@ __global__ void __launch_bounds__(THREADS, 2) gn_ws_fwd(const __grid_constant__ 
                 const uint32_t slot = m.xrec + (uint32_t)((xs * CL + rank) * MAX_GW + g) * 16;
                 st_async_f4(map_to_rank(slot, to), rec, map_to_rank(m.xfull + 8 * xs, to));
             }
-            mbar_wait_cluster(m.xfull + 8 * xs, (uint32_t)(i >> 1) & 1);
+            mbar_wait(m.xfull + 8 * xs, (uint32_t)(i >> 1) & 1);
 
             /* the cluster's statistics of this thread's group, merged in rank order */
             const float4 *xr = (const float4 *)(base + S * p.tile_bytes + 8 * (2 * S + 2));
