@@ -190,28 +190,18 @@ int main()
                         const int chunks = (int)((rows_all + rows - 1) / rows);
                         const int grid = mode == 1 ? chunks : minb * sms;
                         Params p = {nullptr, y, a, b, rec, ctr, rows_all, c, rows, chunks, mode};
-                        cudaEvent_t e0, e1;
-                        CHECK(cudaEventCreate(&e0));
-                        CHECK(cudaEventCreate(&e1));
-                        std::vector<float> tm;
                         int last = 0;
-                        for (int itn = 0; itn < 50; itn++) {
-                            last = itn % sets;
-                            p.x = x[last];
-                            CHECK(cudaEventRecord(e0));
-                            if (mode == 2)
-                                CHECK(cudaMemsetAsync(ctr, 0, 4));
-                            k<<<grid, THREADS>>>(p);
-                            CHECK(cudaEventRecord(e1));
-                            CHECK(cudaEventSynchronize(e1));
-                            float ms;
-                            CHECK(cudaEventElapsedTime(&ms, e0, e1));
-                            if (itn >= 10)
-                                tm.push_back(ms);
-                        }
-                        CHECK(cudaGetLastError());
-                        std::sort(tm.begin(), tm.end());
-                        const float med = tm[tm.size() / 2];
+                        const float med = median_ms(
+                            50, 10,
+                            [&](int) {
+                                if (mode == 2)
+                                    CHECK(cudaMemsetAsync(ctr, 0, 4));
+                                k<<<grid, THREADS>>>(p);
+                            },
+                            [&](int itn) {
+                                last = itn % sets;
+                                p.x = x[last];
+                            });
                         /* check: channel sums of the statistics pass (shifted sums plus the
                          * shift times the count, per slot), or 1 row in 97 of the output */
                         std::vector<bf16> hx(elems);
@@ -249,8 +239,6 @@ int main()
                                names[mode], mode == 0 ? (int)(rows_all / grid) : rows, minb, grid, med * 1e3,
                                (pass ? 2.0 : 1.0) * bytes / (med * 1e-3) / 1e9, ok ? "ok" : "FAIL", worst);
                         fflush(stdout);
-                        CHECK(cudaEventDestroy(e0));
-                        CHECK(cudaEventDestroy(e1));
                     }
         for (int i = 0; i < sets; i++)
             CHECK(cudaFree(x[i]));

@@ -280,13 +280,8 @@ int main()
         float *w, *b, *mean, *rstd;
         float2 *rec;
         unsigned *ctr;
-        std::vector<float> hw_(sh.c), hb_(sh.c);
-        for (int c = 0; c < sh.c; c++)
-            hw_[c] = 0.5f + 0.001f * c, hb_[c] = 0.01f * (c % 7) - 0.03f;
-        CHECK(cudaMalloc(&w, sh.c * 4));
-        CHECK(cudaMalloc(&b, sh.c * 4));
-        CHECK(cudaMemcpy(w, hw_.data(), sh.c * 4, cudaMemcpyHostToDevice));
-        CHECK(cudaMemcpy(b, hb_.data(), sh.c * 4, cudaMemcpyHostToDevice));
+        std::vector<float> hw_, hb_;
+        gn_params(sh.c, hw_, hb_, &w, &b);
         CHECK(cudaMalloc(&mean, sh.n * G * 4));
         CHECK(cudaMalloc(&rstd, sh.n * G * 4));
         CHECK(cudaMalloc(&rec, (size_t)8 << 20));
@@ -308,58 +303,16 @@ int main()
                         p.w = w, p.b = b, p.mean = mean, p.rstd = rstd, p.rec = rec, p.ctr = ctr, p.out = y;
                         p.n = sh.n, p.c = sh.c, p.hw = sh.hw, p.g = G, p.rows = rows, p.k = k, p.tiles = sh.n * k;
                         p.lag = lagf * grid / 2, p.eps = 1e-5f;
-                        cudaEvent_t e0, e1;
-                        CHECK(cudaEventCreate(&e0));
-                        CHECK(cudaEventCreate(&e1));
-                        std::vector<float> tm;
-                        for (int it = 0; it < 50; it++) {
-                            p.x = x[it % sets_n];
-                            CHECK(cudaEventRecord(e0));
-                            CHECK(cudaMemsetAsync(ctr, 0, (1 + sh.n) * 4));
-                            kern<<<grid, THREADS>>>(p);
-                            CHECK(cudaEventRecord(e1));
-                            CHECK(cudaEventSynchronize(e1));
-                            float ms;
-                            CHECK(cudaEventElapsedTime(&ms, e0, e1));
-                            if (it >= 10)
-                                tm.push_back(ms);
-                        }
-                        CHECK(cudaGetLastError());
-                        CHECK(cudaEventDestroy(e0));
-                        CHECK(cudaEventDestroy(e1));
-                        std::sort(tm.begin(), tm.end());
-                        const float med = tm[tm.size() / 2];
+                        const float med = median_ms(
+                            50, 10,
+                            [&](int) {
+                                CHECK(cudaMemsetAsync(ctr, 0, (1 + sh.n) * 4));
+                                kern<<<grid, THREADS>>>(p);
+                            },
+                            [&](int it) { p.x = x[it % sets_n]; });
                         /* check samples 0 and n - 1 of the last launch's set */
-                        const int set = 49 % sets_n, cg = sh.c / G;
-                        const size_t sample = (size_t)sh.c * sh.hw;
-                        std::vector<bf16> hx(sample), ho(sample);
-                        std::vector<float> hm(sh.n * G), hr(sh.n * G);
-                        CHECK(cudaMemcpy(hm.data(), mean, hm.size() * 4, cudaMemcpyDeviceToHost));
-                        CHECK(cudaMemcpy(hr.data(), rstd, hr.size() * 4, cudaMemcpyDeviceToHost));
-                        double worst = 0.0;
-                        for (int n : {0, sh.n - 1}) {
-                            CHECK(cudaMemcpy(hx.data(), x[set] + n * sample, sample * 2, cudaMemcpyDeviceToHost));
-                            CHECK(cudaMemcpy(ho.data(), y + n * sample, sample * 2, cudaMemcpyDeviceToHost));
-                            for (int gi = 0; gi < G; gi++) {
-                                double s = 0, s2 = 0;
-                                const double mm = (double)cg * sh.hw;
-                                for (int px = 0; px < sh.hw; px++)
-                                    for (int cc = 0; cc < cg; cc++) {
-                                        const double v = host_bf(hx[(size_t)px * sh.c + gi * cg + cc]);
-                                        s += v, s2 += v * v;
-                                    }
-                                const double mu = s / mm, var = s2 / mm - mu * mu, r = 1.0 / sqrt(var + 1e-5);
-                                worst = std::max(worst, fabs(hm[n * G + gi] - mu) / (1.0 + fabs(mu)));
-                                worst = std::max(worst, fabs(hr[n * G + gi] - r) / r);
-                                for (int px = 0; px < sh.hw; px++)
-                                    for (int cc = 0; cc < cg; cc++) {
-                                        const int c = gi * cg + cc;
-                                        const size_t e = (size_t)px * sh.c + c;
-                                        const double ref = (host_bf(hx[e]) - mu) * r * hw_[c] + hb_[c];
-                                        worst = std::max(worst, fabs(host_bf(ho[e]) - ref) / (1.0 + fabs(ref)));
-                                    }
-                            }
-                        }
+                        const double worst =
+                            gn_fwd_error(sh.n, sh.c, sh.hw, G, x[49 % sets_n], y, mean, rstd, hw_, hb_);
                         const bool ok = worst < 2e-2;
                         bad += !ok;
                         char name[32];

@@ -375,13 +375,8 @@ int main()
         float *w, *b, *mean, *rstd, *drec;
         float4 *rec;
         unsigned *ctr;
-        std::vector<float> hw_(sh.c), hb_(sh.c);
-        for (int c = 0; c < sh.c; c++)
-            hw_[c] = 0.5f + 0.001f * c, hb_[c] = 0.01f * (c % 7) - 0.03f;
-        CHECK(cudaMalloc(&w, sh.c * 4));
-        CHECK(cudaMalloc(&b, sh.c * 4));
-        CHECK(cudaMemcpy(w, hw_.data(), sh.c * 4, cudaMemcpyHostToDevice));
-        CHECK(cudaMemcpy(b, hb_.data(), sh.c * 4, cudaMemcpyHostToDevice));
+        std::vector<float> hw_, hb_;
+        gn_params(sh.c, hw_, hb_, &w, &b);
         CHECK(cudaMalloc(&mean, sh.n * G * 4));
         CHECK(cudaMalloc(&rstd, sh.n * G * 4));
         CHECK(cudaMalloc(&rec, (size_t)64 << 20));
@@ -413,32 +408,24 @@ int main()
                             printf("skip: %d resident < 2 x %d tiles\n", occ * sms, k);
                             continue;
                         }
-                        cudaEvent_t e0, e1;
-                        CHECK(cudaEventCreate(&e0));
-                        CHECK(cudaEventCreate(&e1));
-                        std::vector<float> t;
-                        for (int it = 0; it < 50; it++) {
-                            p.x = x[it % sets_n], p.dy = dy[it % sets_n];
-                            if (bwd) { /* the forward of this set gives the saved statistics */
-                                Params f = p;
-                                f.out = out;
-                                f.cw = sh.c, f.rows = 64 * 1024 / (sh.c * 2), f.k = sh.hw / f.rows;
-                                CHECK(cudaMemsetAsync(ctr, 0, (1 + sh.n) * 4));
-                                span_fwd<3><<<sh.n * f.k, THREADS, (size_t)f.rows * f.cw * 2 + (size_t)4 * f.cw * 4 + 2 * G * 4 + 64>>>(f);
-                            }
-                            CHECK(cudaEventRecord(e0));
-                            CHECK(cudaMemsetAsync(ctr, 0, (1 + segs) * 4));
-                            kern<<<grid, THREADS, smem>>>(p);
-                            CHECK(cudaEventRecord(e1));
-                            CHECK(cudaEventSynchronize(e1));
-                            float ms;
-                            CHECK(cudaEventElapsedTime(&ms, e0, e1));
-                            if (it >= 10)
-                                t.push_back(ms);
-                        }
-                        CHECK(cudaGetLastError());
-                        std::sort(t.begin(), t.end());
-                        const float med = t[t.size() / 2];
+                        const float med = median_ms(
+                            50, 10,
+                            [&](int) {
+                                CHECK(cudaMemsetAsync(ctr, 0, (1 + segs) * 4));
+                                kern<<<grid, THREADS, smem>>>(p);
+                            },
+                            [&](int it) {
+                                p.x = x[it % sets_n], p.dy = dy[it % sets_n];
+                                if (bwd) { /* the forward of this set gives the saved statistics */
+                                    Params f = p;
+                                    f.out = out;
+                                    f.cw = sh.c, f.rows = 64 * 1024 / (sh.c * 2), f.k = sh.hw / f.rows;
+                                    CHECK(cudaMemsetAsync(ctr, 0, (1 + sh.n) * 4));
+                                    const size_t fsmem =
+                                        (size_t)f.rows * f.cw * 2 + (size_t)4 * f.cw * 4 + 2 * G * 4 + 64;
+                                    span_fwd<3><<<sh.n * f.k, THREADS, fsmem>>>(f);
+                                }
+                            });
                         /* check samples 0 and n - 1 of the last launch's set (49 % 3 = 1) */
                         const int set = 49 % sets_n;
                         const size_t sample = (size_t)sh.c * sh.hw;

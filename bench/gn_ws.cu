@@ -130,8 +130,8 @@ __device__ inline void bulk_row(uint32_t dst, const void *src, uint32_t bytes, u
 
 __device__ inline void tma_box(uint32_t dst, const CUtensorMap *map, int c, int r, uint32_t bar)
 {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-                 "[%4];" ::"r"(dst),
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
                  "l"((uint64_t)map), "r"(c), "r"(r), "r"(bar)
                  : "memory");
 }
@@ -152,7 +152,8 @@ __device__ inline uint32_t map_to_rank(uint32_t addr, uint32_t rank)
 
 __device__ inline void st_async_f4(uint32_t addr, float4 v, uint32_t bar)
 {
-    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(addr),
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32"
+                 " [%0], {%1, %2, %3, %4}, [%5];" ::"r"(addr),
                  "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
                  : "memory");
 }
@@ -375,53 +376,6 @@ static bool make_map(CUtensorMap *map, const bf16 *x, const Shape &sh, int cw, i
     return r == CUDA_SUCCESS;
 }
 
-/* The larger of two errors, a NaN (an unwritten, poisoned output) winning. */
-static double worse(double a, double b)
-{
-    return (b != b || b > a) ? b : a;
-}
-
-/* Worst relative error of y, mean and inv_std over samples 0 and N - 1. */
-static double check(const Shape &sh, int G, const bf16 *x, const bf16 *y, const float *mean, const float *rstd,
-                    const std::vector<float> &w, const std::vector<float> &b)
-{
-    const size_t sample = (size_t)sh.c * sh.hw;
-    std::vector<bf16> hx(sample), hy(sample);
-    std::vector<float> hm(sh.n * G), hr(sh.n * G);
-    CHECK(cudaMemcpy(hm.data(), mean, hm.size() * 4, cudaMemcpyDeviceToHost));
-    CHECK(cudaMemcpy(hr.data(), rstd, hr.size() * 4, cudaMemcpyDeviceToHost));
-    double worst = 0.0;
-    const int cg = sh.c / G;
-    for (int n : {0, sh.n - 1}) {
-        CHECK(cudaMemcpy(hx.data(), x + n * sample, sample * 2, cudaMemcpyDeviceToHost));
-        CHECK(cudaMemcpy(hy.data(), y + n * sample, sample * 2, cudaMemcpyDeviceToHost));
-        for (int gi = 0; gi < G; gi++) {
-            double s = 0, s2 = 0;
-            const double cnt = (double)cg * sh.hw;
-            for (int px = 0; px < sh.hw; px++)
-                for (int cc = 0; cc < cg; cc++)
-                    s += host_bf(hx[(size_t)px * sh.c + gi * cg + cc]);
-            const double mu = s / cnt;
-            for (int px = 0; px < sh.hw; px++)
-                for (int cc = 0; cc < cg; cc++) {
-                    const double d = host_bf(hx[(size_t)px * sh.c + gi * cg + cc]) - mu;
-                    s2 += d * d;
-                }
-            const double r = 1.0 / sqrt(s2 / cnt + 1e-5);
-            worst = worse(worst, fabs(hm[n * G + gi] - mu) / (1.0 + fabs(mu)));
-            worst = worse(worst, fabs(hr[n * G + gi] - r) / r);
-            for (int px = 0; px < sh.hw; px++)
-                for (int cc = 0; cc < cg; cc++) {
-                    const int c = gi * cg + cc;
-                    const size_t e = (size_t)px * sh.c + c;
-                    const double ref = (host_bf(hx[e]) - mu) * r * w[c] + b[c];
-                    worst = worse(worst, fabs(host_bf(hy[e]) - ref) / (1.0 + fabs(ref)));
-                }
-        }
-    }
-    return worst;
-}
-
 int main()
 {
     const int G = 32;
@@ -448,14 +402,9 @@ int main()
             fill<<<1024, 256>>>(x[i], elems, 17u + i, 0.5f, 4.0f);
         }
         CHECK(cudaMalloc(&y, bytes));
-        std::vector<float> hw_(sh.c), hb_(sh.c);
-        for (int c = 0; c < sh.c; c++)
-            hw_[c] = 0.5f + 0.001f * c, hb_[c] = 0.01f * (c % 7) - 0.03f;
+        std::vector<float> hw_, hb_;
         float *w, *b, *mean, *rstd;
-        CHECK(cudaMalloc(&w, sh.c * 4));
-        CHECK(cudaMalloc(&b, sh.c * 4));
-        CHECK(cudaMemcpy(w, hw_.data(), sh.c * 4, cudaMemcpyHostToDevice));
-        CHECK(cudaMemcpy(b, hb_.data(), sh.c * 4, cudaMemcpyHostToDevice));
+        gn_params(sh.c, hw_, hb_, &w, &b);
         CHECK(cudaMalloc(&mean, sh.n * G * 4));
         CHECK(cudaMalloc(&rstd, sh.n * G * 4));
         for (const Setting &st : settings) {
@@ -493,27 +442,10 @@ int main()
             CHECK(cudaMemset(y, 0xff, bytes));
             CHECK(cudaMemset(mean, 0xff, sh.n * G * 4));
             CHECK(cudaMemset(rstd, 0xff, sh.n * G * 4));
-            cudaEvent_t e0, e1;
-            CHECK(cudaEventCreate(&e0));
-            CHECK(cudaEventCreate(&e1));
-            std::vector<float> times;
-            for (int it = 0; it < 50; it++) {
-                p.x = x[it % sets_n];
-                CHECK(cudaEventRecord(e0));
-                CHECK(go(p, maps[it % sets_n], smem, &clusters, false));
-                CHECK(cudaEventRecord(e1));
-                CHECK(cudaEventSynchronize(e1));
-                float ms;
-                CHECK(cudaEventElapsedTime(&ms, e0, e1));
-                if (it >= 10)
-                    times.push_back(ms);
-            }
-            CHECK(cudaGetLastError());
-            CHECK(cudaEventDestroy(e0));
-            CHECK(cudaEventDestroy(e1));
-            std::sort(times.begin(), times.end());
-            const float med = times[times.size() / 2];
-            const double worst = check(sh, G, x[49 % sets_n], y, mean, rstd, hw_, hb_);
+            const float med = median_ms(
+                50, 10, [&](int it) { CHECK(go(p, maps[it % sets_n], smem, &clusters, false)); },
+                [&](int it) { p.x = x[it % sets_n]; });
+            const double worst = gn_fwd_error(sh.n, sh.c, sh.hw, G, x[49 % sets_n], y, mean, rstd, hw_, hb_);
             const bool ok = worst < 2e-2;
             bad += !ok;
             char name[32];

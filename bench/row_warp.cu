@@ -178,26 +178,13 @@ int main()
         CHECK(cudaFuncGetAttributes(&fa, cs.k));
         Params p = {nullptr, w, b, y, mean, rstd, cs.rows, cs.cols, 1e-5f};
         const int per_block = cs.threads / cs.g * cs.rpt, grid = (cs.rows + per_block - 1) / per_block;
-        cudaEvent_t e0, e1;
-        CHECK(cudaEventCreate(&e0));
-        CHECK(cudaEventCreate(&e1));
-        std::vector<float> tm;
         int last = 0;
-        for (int it = 0; it < 60; it++) {
-            last = it % sets;
-            p.x = x[last];
-            CHECK(cudaEventRecord(e0));
-            cs.k<<<grid, cs.threads>>>(p);
-            CHECK(cudaEventRecord(e1));
-            CHECK(cudaEventSynchronize(e1));
-            float ms;
-            CHECK(cudaEventElapsedTime(&ms, e0, e1));
-            if (it >= 10)
-                tm.push_back(ms);
-        }
-        CHECK(cudaGetLastError());
-        std::sort(tm.begin(), tm.end());
-        const float med = tm[tm.size() / 2];
+        const float med = median_ms(
+            60, 10, [&](int) { cs.k<<<grid, cs.threads>>>(p); },
+            [&](int it) {
+                last = it % sets;
+                p.x = x[last];
+            });
         std::vector<bf16> hx(elems), hy(elems), hw(cs.cols), hb(cs.cols);
         std::vector<float> hm(cs.rows), hr(cs.rows);
         CHECK(cudaMemcpy(hx.data(), x[last], bytes, cudaMemcpyDeviceToHost));
@@ -237,8 +224,6 @@ int main()
             CHECK(cudaFree(q));
         for (void *q : {(void *)y, (void *)w, (void *)b, (void *)mean, (void *)rstd})
             CHECK(cudaFree(q));
-        CHECK(cudaEventDestroy(e0));
-        CHECK(cudaEventDestroy(e1));
     }
     return bad ? 1 : 0;
 }

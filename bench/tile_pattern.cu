@@ -68,26 +68,12 @@ int main()
         fill<<<1024, 256>>>((uint32_t *)x[i], bytes / 4, 17u + (uint32_t)i);
     }
     CHECK(cudaFuncSetAttribute(copy_tiles, cudaFuncAttributeMaxDynamicSharedMemorySize, TILE));
-    cudaEvent_t e0, e1;
-    CHECK(cudaEventCreate(&e0));
-    CHECK(cudaEventCreate(&e1));
     printf("%6s %5s %9s %8s\n", "run", "order", "us", "GB/s");
     for (int run : {64, 128, 256, 512, 1024})
         for (int order = 0; order < (run < PIXEL ? 2 : 1); order++) {
-            std::vector<float> t;
-            for (int it = 0; it < 60; it++) {
-                CHECK(cudaEventRecord(e0));
+            const float med = median_ms(60, 10, [&](int it) {
                 copy_tiles<<<grid, THREADS, TILE>>>(x[it % sets], y[it % sets], run, order);
-                CHECK(cudaEventRecord(e1));
-                CHECK(cudaEventSynchronize(e1));
-                float ms;
-                CHECK(cudaEventElapsedTime(&ms, e0, e1));
-                if (it >= 10)
-                    t.push_back(ms);
-            }
-            CHECK(cudaGetLastError());
-            std::sort(t.begin(), t.end());
-            const float med = t[t.size() / 2];
+            });
             printf("%6d %5d %9.1f %8.0f\n", run, order, med * 1e3, 2.0 * bytes / (med * 1e-3) / 1e9);
         }
     std::vector<uint8_t> hx(bytes), hy(bytes);
