@@ -7,10 +7,10 @@
 # machine; everything lands under $OUT (log.txt, san.log, quick's test logs, and the
 # report's files under rep/).
 #
-#   scripts/norm_device_check.sh [tests|quick|san|bench|all]      (default all)
+#   scripts/norm_device_check.sh [tests|quick|san|bench|gnws|all]      (default all)
 #
 # san: compute-sanitizer alone (SAN_TOOLS over SAN_TESTS, below), for a tree whose GPU tests
-# already passed.
+# already passed.  gnws: the build, then what GNWS=1 adds (below) alone.
 # quick: the shortest check of a change to the row-norm kernels: test_norm_gpu,
 # test_adanorm_gpu and test_norm_fuzz_gpu whole, test_chan_norm_gpu's small cases, memcheck
 # on the small cases of test_norm_gpu and test_norm_fuzz_gpu (then CHECK and SWEEP as below,
@@ -27,7 +27,9 @@
 # benchmark shape against the CPU reference engine, one reference run of 1.5-3.5 s a case at
 # 16384 x 4096 on this project's CPU machines; the sweep's cases are checked too),
 # FROST_COMMIT (the tree's commit for the log and the report: the device's copy of .git can
-# lag the tree; pass `FROST_COMMIT=$(git rev-parse --short HEAD)` from the checkout).
+# lag the tree; pass `FROST_COMMIT=$(git rev-parse --short HEAD)` from the checkout),
+# GNWS (1: last, bench/gn_ws.cu built and run, frost-bench's GroupNorm NHWC on the same two
+# shapes beside it; both into $OUT/gn_ws.txt).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-gpu-out}
@@ -36,7 +38,7 @@ B=${BUILD_DIR:-build-gpu}
 L=$OUT/log.txt
 export FROST_CACHE_DIR=$PWD/$B/test-cache
 what=${1:-all}
-case $what in tests | quick | san | bench | all) ;; *) echo "usage: scripts/norm_device_check.sh [tests|quick|san|bench|all]" >&2; exit 2 ;; esac
+case $what in tests | quick | san | bench | gnws | all) ;; *) echo "usage: scripts/norm_device_check.sh [tests|quick|san|bench|gnws|all]" >&2; exit 2 ;; esac
 deadline=$((SECONDS + ${BUDGET:-86400}))
 rc=0
 say() { echo "== $* ($(date -u +%H:%M:%S), $((deadline - SECONDS)) s left)" | tee -a "$L"; }
@@ -85,7 +87,7 @@ sanitize() { # TOOL TEST: compute-sanitizer on the test's small cases
     { echo "== $1 $2 rc $r"; cat /tmp/norm-san.log; } >>"$OUT/san.log"
     ((r != 0)) && rc=1
 }
-if [[ ${PRECOMPILE:-1} == 1 && $what != bench ]]; then
+if [[ ${PRECOMPILE:-1} == 1 && $what != bench && $what != gnws ]]; then
     # every norm and cnorm key into the tests' cache, 16 at once (the fuzz test's draws reach
     # many keys the case tables do not; cached keys cost nothing)
     cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
@@ -129,7 +131,7 @@ if [[ $what == tests || $what == san || $what == all ]]; then
         done
     done
 fi
-if [[ ${CHECK:-0} == 1 && $what != bench ]]; then
+if [[ ${CHECK:-0} == 1 && $what != bench && $what != gnws ]]; then
     suites="norm cnorm"
     [[ $what == quick ]] && suites=norm
     for suite in $suites; do
@@ -159,6 +161,26 @@ if [[ $what == bench || $what == all ]]; then
             ((T > 0)) && timeout -k 5 "$T" "$B/tools/frost-bench" --suite "$s" --json "$OUT/rep/$s.jsonl" >>"$L" 2>&1
         done
     fi
+fi
+if [[ ${GNWS:-0} == 1 || $what == gnws ]]; then
+    # bench/gn_ws.cu (GroupNorm NHWC on persistent clusters with a loading warp) beside
+    # frost's GroupNorm NHWC on the same shapes, in this call
+    say "gn_ws (bench/gn_ws.cu) and frost-bench groupnorm nhwc"
+    run_to 120 /tmp/norm-gnws-build.log nvcc -arch=sm_90a -O3 -std=c++17 -o /tmp/gn_ws bench/gn_ws.cu -lcuda || rc=1
+    tail -5 /tmp/norm-gnws-build.log | tee -a "$L"
+    if [[ -x /tmp/gn_ws ]]; then
+        run_to 240 "$OUT/gn_ws.txt" /tmp/gn_ws || rc=1
+        grep -cE ' ok ' "$OUT/gn_ws.txt" | sed 's/^/settings checked ok: /' | tee -a "$L"
+        grep -E 'FAIL|refused' "$OUT/gn_ws.txt" | head -5 | tee -a "$L"
+        tail -2 "$OUT/gn_ws.txt" | tee -a "$L"
+    fi
+    for shape in "32 512 64 64" "128 256 32 32"; do
+        set -- $shape
+        run_to 120 /tmp/norm-gnws-frost.log "$B/tools/frost-bench" --op groupnorm_fwd,groupnorm_bwd --n "$1" --c "$2" \
+            --height "$3" --width "$4" --groups 32 --layout nhwc || rc=1
+        cat /tmp/norm-gnws-frost.log >>"$OUT/gn_ws.txt"
+        tail -3 /tmp/norm-gnws-frost.log | tee -a "$L"
+    done
 fi
 say "done rc $rc"
 exit $rc
