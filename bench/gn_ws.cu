@@ -55,6 +55,7 @@
  */
 #include <cuda.h>
 
+#include "../kernels/common/frost_common.cuh" /* mbarriers and clusters, as frost's kernels use them */
 #include "standalone.cuh"
 
 constexpr int CONSUMERS = 256; /* warps 0-7 */
@@ -81,19 +82,19 @@ struct Layout {
     uint32_t bars, xrec, red, total;
 };
 
+__host__ __device__ inline int bwd_red_floats(int units)
+{
+    return 8 * units * 16 + units * 2;
+}
+
 __host__ __device__ inline Layout layout(uint32_t tile_bytes, int stages, int tensors, int cl, int units)
 {
     Layout l;
     l.bars = (uint32_t)stages * tensors * tile_bytes;
     l.xrec = l.bars + (uint32_t)(2 * stages + 2) * 8;
     l.red = l.xrec + (uint32_t)(2 * cl * MAX_GW * 16);
-    l.total = l.red + (tensors == 1 ? 4 * 8 * 32 * 4 : 2 * (8 * units * 16 + units * 2) * 4);
+    l.total = l.red + 4 * (tensors == 1 ? 4 * 8 * 32 : 2 * bwd_red_floats(units));
     return l;
-}
-
-__host__ __device__ inline int bwd_red_floats(int units)
-{
-    return 8 * units * 16 + units * 2;
 }
 
 /* ---- shared memory addresses, mbarriers, bulk copies, cluster ------------------------------- */
@@ -102,37 +103,13 @@ __device__ inline uint32_t s_addr(const void *p)
     return (uint32_t)__cvta_generic_to_shared(p);
 }
 
-/* ---- mbarriers, bulk copies, cluster ------------------------------------------------------- */
-__device__ inline void mbar_init(uint32_t bar, uint32_t count)
+/* A plain arrival (frost_common.cuh has the one that also expects bytes).  Waits go through
+ * frost_mbar_wait, an acquire at CTA scope, also for the exchange's barriers: it covers the
+ * bytes the peers' st.async landed in this block's shared memory, as frost's split row-norm
+ * backward relies on. */
+__device__ inline void mbar_arrive(uint64_t *bar)
 {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-
-__device__ inline void mbar_arrive(uint32_t bar)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-
-__device__ inline void mbar_arrive_expect(uint32_t bar, uint32_t bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-
-/* Wait until the phase of the given parity has completed.  Acquire at CTA scope, also for the
- * exchange's barriers: it covers the bytes the peers' st.async landed in this block's shared
- * memory (as frost's split row-norm backward waits; a cluster-scope acquire would also
- * invalidate L1). */
-__device__ inline void mbar_wait(uint32_t bar, uint32_t parity)
-{
-    uint32_t done;
-    do {
-        asm volatile("{\n\t.reg .pred p;\n\t"
-                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-    } while (!done);
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(s_addr(bar)) : "memory");
 }
 
 __device__ inline void bulk_row(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar)
@@ -150,13 +127,6 @@ __device__ inline void tma_box(uint32_t dst, const CUtensorMap *map, int c, int 
                  : "memory");
 }
 
-__device__ inline uint32_t cluster_rank()
-{
-    uint32_t r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-
 __device__ inline uint32_t map_to_rank(uint32_t addr, uint32_t rank)
 {
     uint32_t r;
@@ -172,11 +142,6 @@ __device__ inline void st_async_f4(uint32_t addr, float4 v, uint32_t bar)
                  : "memory");
 }
 
-__device__ inline void cluster_sync_all()
-{
-    asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
-}
-
 __device__ inline void consumers_sync()
 {
     asm volatile("bar.sync 1, %0;" ::"n"(CONSUMERS) : "memory");
@@ -184,19 +149,19 @@ __device__ inline void consumers_sync()
 
 /* ---- the producer ---------------------------------------------------------------------------- */
 template <int CL, int S, int LOAD, int T>
-__device__ void produce(const Params &p, const CUtensorMap *mx, const CUtensorMap *mdy, uint32_t tiles, uint32_t full,
-                        uint32_t empty, uint32_t rank, int cluster, int clusters)
+__device__ void produce(const Params &p, const CUtensorMap *mx, const CUtensorMap *mdy, uint32_t tiles, uint64_t *full,
+                        uint64_t *empty, uint32_t rank, int cluster, int clusters)
 {
     const int lane = threadIdx.x % 32, wins = p.c / p.cw;
     int i = 0;
     for (int seg = cluster; seg < p.segs; seg += clusters, i++) {
         const int s = i % S;
         if (i >= S)
-            mbar_wait(empty + 8 * s, (uint32_t)(i / S - 1) & 1);
+            frost_mbar_wait(&empty[s], (uint32_t)(i / S - 1) & 1);
         const int n = seg / wins, c0 = (seg % wins) * p.cw;
-        const uint32_t bar = full + 8 * s;
+        const uint32_t bar = s_addr(&full[s]);
         if (lane == 0)
-            mbar_arrive_expect(bar, T * p.tile_bytes);
+            frost_mbar_expect(&full[s], T * p.tile_bytes);
         __syncwarp();
         const size_t row0 = (size_t)n * p.hw + (size_t)rank * p.rows;
         for (int k = 0; k < T; k++) {
@@ -232,14 +197,14 @@ __device__ inline Place place(const Params &p)
 /* Sends this block's record of each of the window's groups to every block of the cluster
  * (arming this block's own exchange barrier first); rec(g) gives group g's float4. */
 template <int CL, class Rec>
-__device__ void send_records(const Place &q, uint32_t xfull, uint32_t xrec, uint32_t rank, Rec rec)
+__device__ void send_records(const Place &q, uint64_t *xfull, uint32_t xrec, uint32_t rank, Rec rec)
 {
     if (q.t == 0)
-        mbar_arrive_expect(xfull, (uint32_t)(CL * q.gw * 16));
+        frost_mbar_expect(xfull, (uint32_t)(CL * q.gw * 16));
     if (q.t < CL * q.gw) {
         const int to = q.t / q.gw, g = q.t % q.gw;
         const uint32_t slot = xrec + (uint32_t)(rank * MAX_GW + g) * 16;
-        st_async_f4(map_to_rank(slot, to), rec(g), map_to_rank(xfull, to));
+        st_async_f4(map_to_rank(slot, to), rec(g), map_to_rank(s_addr(xfull), to));
     }
 }
 
@@ -256,8 +221,9 @@ __device__ void consume_fwd(const Params &p, const unsigned char *base, const La
         const int n = seg / wins, c0 = (seg % wins) * p.cw;
         const bf16 *tile = (const bf16 *)(base + (size_t)s * p.tile_bytes);
         float *red1 = (float *)(base + l.red) + xs * 2 * 8 * 32, *red2 = red1 + 8 * 32;
-        const uint32_t xfull = sbase + l.bars + 8 * (2 * S + xs), xrec = sbase + l.xrec + xs * CL * MAX_GW * 16;
-        mbar_wait(sbase + l.bars + 8 * s, (uint32_t)(i / S) & 1);
+        uint64_t *bars = (uint64_t *)(base + l.bars), *xfull = &bars[2 * S + xs];
+        const uint32_t xrec = sbase + l.xrec + xs * CL * MAX_GW * 16;
+        frost_mbar_wait(&bars[s], (uint32_t)(i / S) & 1);
 
         /* pass 1: the block's sum per group */
         float v[8], acc = 0.0f;
@@ -300,7 +266,7 @@ __device__ void consume_fwd(const Params &p, const unsigned char *base, const La
         send_records<CL>(q, xfull, xrec, rank, [&](int g) {
             return make_float4(cnt_block, group_total(red1, g) / cnt_block, fmaxf(group_total(red2, g), 0.0f), 0.0f);
         });
-        mbar_wait(xfull, (uint32_t)(i >> 1) & 1);
+        frost_mbar_wait(xfull, (uint32_t)(i >> 1) & 1);
 
         /* the cluster's statistics of this thread's group, merged in rank order */
         const float4 *xr = (const float4 *)(base + l.xrec) + xs * CL * MAX_GW;
@@ -333,7 +299,7 @@ __device__ void consume_fwd(const Params &p, const unsigned char *base, const La
         }
         __syncwarp();
         if (q.lane == 0)
-            mbar_arrive(sbase + l.bars + 8 * (S + s));
+            mbar_arrive(&bars[S + s]);
     }
 }
 
@@ -351,10 +317,11 @@ __device__ void consume_bwd(const Params &p, const unsigned char *base, const La
         const bf16 *tx = (const bf16 *)(base + (size_t)(2 * s) * p.tile_bytes);
         const bf16 *tdy = (const bf16 *)(base + (size_t)(2 * s + 1) * p.tile_bytes);
         float *dred = (float *)(base + l.red) + xs * bwd_red_floats(q.U), *ured = dred + 8 * q.U * 16;
-        const uint32_t xfull = sbase + l.bars + 8 * (2 * S + xs), xrec = sbase + l.xrec + xs * CL * MAX_GW * 16;
+        uint64_t *bars = (uint64_t *)(base + l.bars), *xfull = &bars[2 * S + xs];
+        const uint32_t xrec = sbase + l.xrec + xs * CL * MAX_GW * 16;
         const size_t stat = (size_t)n * p.g + c0 / q.cg + q.my_g;
         const float mu = __ldg(p.mean + stat), rstd = __ldg(p.rstd + stat);
-        mbar_wait(sbase + l.bars + 8 * s, (uint32_t)(i / S) & 1);
+        frost_mbar_wait(&bars[s], (uint32_t)(i / S) & 1);
 
         /* per channel of the unit: sum dy and sum dy (x - mean) over the thread's rows */
         float xv[8], dv[8], sdy[8] = {}, sdyx[8] = {};
@@ -409,7 +376,7 @@ __device__ void consume_bwd(const Params &p, const unsigned char *base, const La
                 A += ured[(g * q.upg + j) * 2], B += ured[(g * q.upg + j) * 2 + 1];
             return make_float4(A, B, 0.0f, 0.0f);
         });
-        mbar_wait(xfull, (uint32_t)(i >> 1) & 1);
+        frost_mbar_wait(xfull, (uint32_t)(i >> 1) & 1);
 
         /* the group's A and B over the cluster, in rank order; dx from the tiles */
         const float4 *xr = (const float4 *)(base + l.xrec) + xs * CL * MAX_GW;
@@ -435,7 +402,7 @@ __device__ void consume_bwd(const Params &p, const unsigned char *base, const La
         }
         __syncwarp();
         if (q.lane == 0)
-            mbar_arrive(sbase + l.bars + 8 * (S + s));
+            mbar_arrive(&bars[S + s]);
     }
 }
 
@@ -449,29 +416,29 @@ __global__ void __launch_bounds__(THREADS, 2)
     unsigned char *base = (unsigned char *)(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
     const uint32_t sbase = s_addr(base);
     const Layout l = layout(p.tile_bytes, S, T, CL, p.cw / 8);
-    const uint32_t rank = cluster_rank();
+    const uint32_t rank = frost_cluster_rank();
     const int cluster = blockIdx.x / CL, clusters = gridDim.x / CL;
 
+    uint64_t *bars = (uint64_t *)(base + l.bars); /* full[S], empty[S], xfull[2] */
     if (threadIdx.x == 0) {
         for (int s = 0; s < S; s++) {
-            mbar_init(sbase + l.bars + 8 * s, 1);                      /* full */
-            mbar_init(sbase + l.bars + 8 * (S + s), CONSUMERS / 32);   /* empty */
+            frost_mbar_init(&bars[s], 1);
+            frost_mbar_init(&bars[S + s], CONSUMERS / 32);
         }
-        mbar_init(sbase + l.bars + 8 * (2 * S), 1);                    /* xfull */
-        mbar_init(sbase + l.bars + 8 * (2 * S + 1), 1);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        frost_mbar_init(&bars[2 * S], 1);
+        frost_mbar_init(&bars[2 * S + 1], 1);
+        frost_mbar_init_fence();
     }
-    cluster_sync_all(); /* the peers' barriers exist before any st.async reaches them */
+    frost_cluster_sync(); /* the peers' barriers exist before any st.async reaches them */
 
     if (threadIdx.x >= CONSUMERS) {
-        produce<CL, S, LOAD, T>(p, &mx, &mdy, sbase, sbase + l.bars, sbase + l.bars + 8 * S, rank, cluster,
-                                clusters);
+        produce<CL, S, LOAD, T>(p, &mx, &mdy, sbase, bars, &bars[S], rank, cluster, clusters);
     } else if (T == 1) {
         consume_fwd<CL>(p, base, l, sbase, S, rank, cluster, clusters);
     } else {
         consume_bwd<CL>(p, base, l, sbase, S, rank, cluster, clusters);
     }
-    cluster_sync_all(); /* no block leaves while a peer may still write its shared memory */
+    frost_cluster_sync(); /* no block leaves while a peer may still write its shared memory */
 }
 
 /* d_scale[c], d_bias[c]: the blocks' partials [N][CL][C] added in a fixed order. */
@@ -538,9 +505,6 @@ static cudaError_t launch(const Params &p, const CUtensorMap &mx, const CUtensor
                           bool query)
 {
     auto kern = gn_ws<CL, S, LOAD, T>;
-    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (e != cudaSuccess)
-        return e;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -549,7 +513,10 @@ static cudaError_t launch(const Params &p, const CUtensorMap &mx, const CUtensor
     cfg.dynamicSmemBytes = smem;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    if (query) {
+    if (query) { /* first for every setting: the shared-memory size is set here, outside the timed launches */
+        cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess)
+            return e;
         cfg.gridDim = dim3(CL * 64);
         return cudaOccupancyMaxActiveClusters(clusters, (void *)kern, &cfg);
     }
